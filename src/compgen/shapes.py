@@ -109,7 +109,14 @@ def render_classes(
                     f"concept value {classes[bad, j][0]} out of range for variable {space.names[j]!r} (0..{n - 1})"
                 )
     else:
-        classes = np.array([space.parse(c) for c in concepts], dtype=np.int64).reshape(-1, space.num_variables)
+        parsed: dict[object, tuple[int, ...]] = {}  # each distinct class is validated once
+        rows = []
+        for concept in concepts:
+            key = concept if isinstance(concept, str) else tuple(concept)
+            if key not in parsed:
+                parsed[key] = space.parse(concept)
+            rows.append(parsed[key])
+        classes = np.array(rows, dtype=np.int64).reshape(-1, space.num_variables)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.Generator(np.random.PCG64(seed))
     n = len(classes)
     s = config.image_size
@@ -137,43 +144,56 @@ def render_classes(
     else:
         background = np.ones((n, 3), dtype=np.float32)
 
+    # Coverage of every pixel, drawn per shape into one preallocated buffer.
     coverage = np.empty((n, s, s), dtype=np.float32)
     grid = np.arange(s, dtype=np.float32) + np.float32(0.5)  # pixel centers
     for shape_name in np.unique(shape_names):
         idx = np.flatnonzero(shape_names == shape_name)
-        coverage[idx] = _coverage(
-            _SHAPE_SIDES[str(shape_name)], position[idx], radius[idx], rotation[idx], grid
-        )
+        coverage[idx] = _coverage(_SHAPE_SIDES[str(shape_name)], position[idx], radius[idx], rotation[idx], grid)
 
-    cov = coverage[..., None]
-    fg = rgb[:, None, None, :]
-    bg = background[:, None, None, :]
-    pixels = bg + cov * (fg - bg)
-    images = np.empty(pixels.shape, dtype=np.uint8)
-    np.rint(pixels * np.float32(255.0), out=pixels)
-    np.copyto(images, pixels, casting="unsafe")
+    # Composite in float32 and quantize once: pixel = round(255 * (bg + coverage * (fg - bg))), computed as
+    # (255 bg + 0.5) + coverage * 255 (fg - bg) and truncated (every value is non-negative).
+    span = ((rgb - background) * np.float32(255.0)).astype(np.float32)
+    base = (background * np.float32(255.0) + np.float32(0.5)).astype(np.float32)
+    pixels = np.empty((n, s, s, 3), dtype=np.float32)
+    np.multiply(coverage[..., None], span[:, None, None, :], out=pixels)
+    np.add(pixels, base[:, None, None, :], out=pixels)
+    images = pixels.astype(np.uint8)
     return ShapesBatch(images, classes, rgb, scale, position, rotation)
 
 
-def _coverage(sides: int, position: np.ndarray, radius: np.ndarray, rotation: np.ndarray, grid: np.ndarray):
-    """Anti-aliased coverage ``(n, s, s)`` of circles (``sides == 0``) or regular ``sides``-gons."""
+def _coverage(
+    sides: int, position: np.ndarray, radius: np.ndarray, rotation: np.ndarray, grid: np.ndarray
+) -> np.ndarray:
+    """Anti-aliased coverage ``(n, s, s)`` in [0, 1] of circles (``sides == 0``) or regular ``sides``-gons.
+
+    Coverage is ``clip(0.5 - distance, 0, 1)``. A polygon's distance is the largest edge distance, so its
+    coverage is the smallest of ``0.5 - edge distance``; each edge term is separable (a row term plus a column
+    term), so every edge costs one full-size add and one minimum.
+    """
+    n = len(position)
     cx = position[:, 0, None, None]
     cy = position[:, 1, None, None]
     x = grid[None, None, :]
     y = grid[None, :, None]
+    coverage = np.empty((n, len(grid), len(grid)), dtype=np.float32)
     if sides == 0:
         dx = x - cx
         dy = y - cy
-        distance = np.sqrt(dx * dx + dy * dy) - radius[:, None, None]
+        np.add(dx * dx, dy * dy, out=coverage)
+        np.sqrt(coverage, out=coverage)
+        np.subtract((radius + np.float32(0.5))[:, None, None], coverage, out=coverage)
     else:
-        inradius = (radius * np.float32(np.cos(np.pi / sides))).astype(np.float32)
-        distance = None
+        half_width = (radius * np.float32(np.cos(np.pi / sides)) + np.float32(0.5)).astype(np.float32)
+        edge = np.empty_like(coverage)
         for k in range(sides):
             angle = rotation.astype(np.float64) + 2.0 * np.pi * k / sides
             nx = np.round(np.cos(angle), _PARAM_DECIMALS).astype(np.float32)[:, None, None]
             ny = np.round(np.sin(angle), _PARAM_DECIMALS).astype(np.float32)[:, None, None]
-            offset = (cx * nx + cy * ny + inradius[:, None, None]).astype(np.float32)
-            edge = (x * nx) + (y * ny) - offset
-            distance = edge if distance is None else np.maximum(distance, edge, out=distance)
-    np.subtract(np.float32(0.5), distance, out=distance)
-    return np.clip(distance, 0.0, 1.0, out=distance)
+            # 0.5 - (p - c) . n + inradius, split into a column term (x) and a row term (y).
+            column = (cx * nx + cy * ny + half_width[:, None, None]) - x * nx
+            row = y * ny
+            np.subtract(column, row, out=coverage if k == 0 else edge)
+            if k:
+                np.minimum(coverage, edge, out=coverage)
+    return np.clip(coverage, 0.0, 1.0, out=coverage)

@@ -1,0 +1,57 @@
+"""Uploading folders (pipelines with model cards, dataset exports) to the Hugging Face Hub.
+
+The list of files that an upload sends is computed here, by the same rules the upload applies, so that tests
+can assert exactly what would be pushed without a network.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+DEFAULT_IGNORE_PATTERNS: tuple[str, ...] = ("checkpoints/*", "checkpoint-*/*", ".*", "*/.*", "**/__pycache__/*")
+
+
+def files_to_upload(folder: str | os.PathLike, ignore_patterns: Sequence[str] = DEFAULT_IGNORE_PATTERNS) -> list[str]:
+    """Sorted POSIX paths, relative to ``folder``, of every file :func:`upload_folder_to_hub` sends."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise ValueError(f"cannot upload {root}: not a directory")
+    files = []
+    for path in sorted(root.rglob("*")):
+        if not path.is_file():
+            continue
+        rel = path.relative_to(root).as_posix()
+        if any(fnmatch.fnmatch(rel, pattern) for pattern in ignore_patterns):
+            continue
+        files.append(rel)
+    return files
+
+
+def upload_folder_to_hub(
+    folder: str | os.PathLike,
+    repo_id: str,
+    repo_type: str = "model",
+    token: str | None = None,
+    private: bool = False,
+    commit_message: str = "Upload with compgen",
+    ignore_patterns: Sequence[str] = DEFAULT_IGNORE_PATTERNS,
+) -> list[str]:
+    """Create ``repo_id`` if needed and upload exactly :func:`files_to_upload` of ``folder``; returns that list."""
+    from huggingface_hub import HfApi
+
+    files = files_to_upload(folder, ignore_patterns)
+    if not files:
+        raise ValueError(f"nothing to upload in {folder}")
+    api = HfApi(token=token)
+    api.create_repo(repo_id, repo_type=repo_type, private=private, exist_ok=True)
+    api.upload_folder(
+        folder_path=str(folder),
+        repo_id=repo_id,
+        repo_type=repo_type,
+        allow_patterns=files,
+        commit_message=commit_message,
+    )
+    return files

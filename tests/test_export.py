@@ -1,0 +1,135 @@
+"""Export in Hub layout: load_dataset round trip, the dataset card's YAML, the upload list, contact sheets."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import datasets
+import pytest
+from huggingface_hub import DatasetCard
+
+from compgen.concepts import get_split_preset
+from compgen.data.concept_graph_builder import build_concept_graph_dataset
+from compgen.data.export import contact_sheet, export_datasets, files_to_upload, parquet_path
+from compgen.quickstart import main as quickstart_main
+from compgen.shapes import render_classes
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> dict[str, datasets.DatasetDict]:
+    cache = str(tmp_path_factory.mktemp("cache"))
+    return {
+        "okawa-h32-train1": build_concept_graph_dataset("okawa-h32-train1", cache_dir=cache),
+        "only-2-of-001": build_concept_graph_dataset(
+            "only-2-of-001",
+            cache_dir=cache,
+            split_preset="H42-train1",
+            images_per_class=4,
+            test_images_per_class=2,
+            class_counts={"0010": 2},
+        ),
+    }
+
+
+@pytest.fixture(scope="module")
+def exported(built, tmp_path_factory) -> Path:
+    return export_datasets(built, tmp_path_factory.mktemp("export") / "dataset", samples_per_class=4)
+
+
+def _comparable(split: datasets.Dataset) -> list[dict]:
+    return split.cast_column("image", datasets.Image(decode=False)).to_list()
+
+
+def test_load_dataset_on_the_export_returns_the_same_rows(built, exported, tmp_path):
+    for name, original in built.items():
+        loaded = datasets.load_dataset(str(exported), name, cache_dir=str(tmp_path))
+        assert set(loaded) == set(original)
+        for split in original:
+            assert loaded[split].features == original[split].features
+            assert _comparable(loaded[split]) == _comparable(original[split])
+    # The issue's acceptance check, on the exported copy.
+    default = datasets.load_dataset(str(exported), cache_dir=str(tmp_path))  # the first config is the default
+    assert len(default["train"]) == 5000 and set(default["train"]["concepts"]) == {"000", "001", "010", "100"}
+    levels = dict(zip(default["test"]["concepts"], default["test"]["level"], strict=True))
+    assert levels == get_split_preset("H32-train1").graph().levels
+
+
+def test_card_yaml_lists_every_config_and_split(built, exported):
+    card = DatasetCard.load(exported / "README.md")
+    configs = {entry["config_name"]: entry for entry in card.data.to_dict()["configs"]}
+    assert set(configs) == set(built)
+    assert configs["okawa-h32-train1"].get("default") is True and "default" not in configs["only-2-of-001"]
+    for name, dataset in built.items():
+        data_files = {item["split"]: item["path"] for item in configs[name]["data_files"]}
+        assert data_files == {split: f"{name}/{split}-*" for split in dataset}
+        for split in dataset:
+            assert (exported / parquet_path(name, split)).is_file()
+    infos = {info["config_name"]: info for info in card.data.to_dict()["dataset_info"]}
+    assert {s["name"]: s["num_examples"] for s in infos["only-2-of-001"]["splits"]} == {"train": 18, "test": 32}
+    text = card.text
+    assert "| `0010` | circle | red | small | white | 0 | 2 | 2 |" in text
+    assert "| `111` | triangle | blue | small | 2 | 0 | 100 |" in text
+    for name in built:
+        assert f"![{name}: samples per concept class](images/{name}.png)" in text
+
+
+def test_files_to_upload_is_exactly_the_export(built, exported, tmp_path):
+    expected = ["README.md", *(f"images/{name}.png" for name in built)]
+    expected += [parquet_path(name, split) for name, dataset in built.items() for split in dataset]
+    assert files_to_upload(exported) == sorted(expected)
+    (exported / ".cache").mkdir(exist_ok=True)
+    (exported / ".cache" / "lock").write_text("x")
+    assert files_to_upload(exported) == sorted(expected)  # hidden files are never uploaded
+    with pytest.raises(ValueError, match="README.md is missing"):
+        files_to_upload(tmp_path)
+
+
+def test_failed_export_leaves_the_previous_one_intact(built, tmp_path):
+    target = tmp_path / "dataset"
+    export_datasets({"okawa-h32-train1": built["okawa-h32-train1"]}, target)
+    before = files_to_upload(target)
+    broken = datasets.DatasetDict({"train": built["okawa-h32-train1"]["train"].remove_columns("level")})
+    with pytest.raises(ValueError, match="lacks the concept-graph columns"):
+        export_datasets({"broken": broken}, target)
+    with pytest.raises(ValueError, match="default_config"):
+        export_datasets(built, target, default_config="nope")
+    assert files_to_upload(target) == before
+
+
+def test_contact_sheet_has_one_row_per_class(built):
+    test = built["only-2-of-001"]["test"]
+    sheet = contact_sheet(test, samples_per_class=2, scale=2)
+    assert sheet.mode == "RGB"
+    assert sheet.height == 16 * (56 + 4) + 4  # 16 classes of the 4-cube, 28 px tiles at scale 2, 4 px gaps
+    batch = render_classes(get_split_preset("H32-train1").space, ["000", "111", "000"], seed=0)
+    small = contact_sheet(batch, samples_per_class=3, graph=get_split_preset("H32-train1").graph(), scale=1)
+    assert small.height == 2 * (28 + 4) + 4 and small.width == 120 + 3 * (28 + 4) + 4
+    with pytest.raises(ValueError, match="datasets.Dataset or a ShapesBatch"):
+        contact_sheet([1, 2, 3])
+    with pytest.raises(ValueError, match="positive"):
+        contact_sheet(batch, samples_per_class=0)
+
+
+def test_publish_script_exports_the_requested_configs(tmp_path):
+    spec = importlib.util.spec_from_file_location("publish", REPO_ROOT / "dataset_scripts" / "publish_concept_graph.py")
+    publish = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(publish)
+    publish.main(["--output-dir", str(tmp_path / "out"), "--configs", "okawa-fail1", "--cache-dir", str(tmp_path)])
+    assert files_to_upload(tmp_path / "out") == [
+        "README.md",
+        "images/okawa-fail1.png",
+        "okawa-fail1/test-00000-of-00001.parquet",
+        "okawa-fail1/train-00000-of-00001.parquet",
+    ]
+    with pytest.raises(SystemExit):
+        publish.main(["--output-dir", str(tmp_path / "out"), "--configs", "not-a-config"])
+
+
+def test_quickstart_writes_the_dataset_and_a_contact_sheet(tmp_path, capsys):
+    quickstart_main(["--output-dir", str(tmp_path / "outputs"), "--cache-dir", str(tmp_path / "cache")])
+    assert (tmp_path / "outputs" / "contact_sheet.png").is_file()
+    assert "okawa-h32-train1/train-00000-of-00001.parquet" in files_to_upload(tmp_path / "outputs" / "dataset")
+    assert "contact_sheet.png" in capsys.readouterr().out
