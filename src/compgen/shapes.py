@@ -40,7 +40,7 @@ class RenderConfig:
     image_size: int = 28
     color_jitter: float = 0.1
     """Each RGB channel is drawn uniformly within +-color_jitter of the class color (clipped to [0, 1])."""
-    size_jitter: float = 0.15
+    size_jitter: float = 0.1
     """The scale is drawn uniformly within +-size_jitter of the class scale."""
     rotate: bool = True
 

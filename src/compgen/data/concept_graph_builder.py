@@ -63,7 +63,7 @@ class ConceptGraphShapesConfig(datasets.BuilderConfig):
     image_size: int = 28
     seed: int = 0
     color_jitter: float = 0.1
-    size_jitter: float = 0.15
+    size_jitter: float = 0.1
     rotate: bool = True
 
     @property

@@ -1,1 +1,35 @@
-"""compgen.evaluation"""
+"""compgen.evaluation: concept probes, compositional accuracy metrics, learning-dynamics tracking and plots.
+
+``train_probes`` (the function) lives in :mod:`compgen.evaluation.probes`; ``compgen.evaluation.train_probes``
+is the command-line module.
+"""
+
+from .metrics import (
+    additive_accuracy,
+    chance_accuracy,
+    concept_accuracies,
+    level_means,
+    multiplicative_accuracy,
+    per_image_correctness,
+    probability_product_accuracy,
+)
+from .preprocessing import center_objects
+from .probes import ConceptProbes, default_shapes_probes
+from .tracker import LearningDynamicsTracker, memorizing_generator, read_log, renderer_generator
+
+__all__ = [
+    "ConceptProbes",
+    "LearningDynamicsTracker",
+    "additive_accuracy",
+    "center_objects",
+    "chance_accuracy",
+    "concept_accuracies",
+    "default_shapes_probes",
+    "level_means",
+    "memorizing_generator",
+    "multiplicative_accuracy",
+    "per_image_correctness",
+    "probability_product_accuracy",
+    "read_log",
+    "renderer_generator",
+]

@@ -1,0 +1,116 @@
+"""Training data for every compgen script, from one of three sources, all through ``datasets``.
+
+- a concept-graph config name (``"okawa-h32-train1"``), built on the fly by the shapes builder;
+- a local directory in Hub layout (what ``dataset_scripts/publish_concept_graph.py`` writes);
+- a Hub dataset id (``"org/name"``), read with ``load_dataset``.
+
+The result is held in memory as tensors (the shapes and CelebA splits are small), with the concept space
+recovered from the dataset's ``ClassLabel`` columns so that nothing about the data is hard-coded.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..concepts import ConceptGraph, ConceptSpace, ConceptVariable
+
+CONTINUOUS_COLUMNS: dict[str, str] = {"color": "color_rgb", "size": "size_value"}
+"""Concept variable -> dataset column holding its exact per-image value ("full information" conditioning)."""
+
+
+@dataclass
+class ConceptImageData:
+    """A split held as tensors: ``images`` uint8 (N, H, W, 3), ``concepts`` int64 (N, V), optional values."""
+
+    space: ConceptSpace
+    images: torch.Tensor
+    concepts: torch.Tensor
+    concept_values: torch.Tensor | None
+    """Float (N, D): the per-image values of the continuous variables, in space order, or None."""
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    @property
+    def image_size(self) -> int:
+        return int(self.images.shape[1])
+
+    def class_strings(self) -> list[str]:
+        return sorted({"".join(map(str, row)) for row in self.concepts.tolist()})
+
+    def graph(self, all_classes: list[str] | None = None) -> ConceptGraph:
+        """The concept graph whose training classes are the classes present in this split."""
+        return ConceptGraph(self.space, self.class_strings(), nodes=all_classes)
+
+
+def concept_space_from_features(features) -> ConceptSpace:
+    """The concept space a dataset describes: its ``ClassLabel`` columns, in column order."""
+    from datasets import ClassLabel
+
+    variables = [ConceptVariable(name, tuple(f.names)) for name, f in features.items() if isinstance(f, ClassLabel)]
+    if not variables:
+        raise ValueError(f"dataset has no ClassLabel concept columns; columns are {list(features)}")
+    return ConceptSpace(tuple(variables))
+
+
+def load_concept_dataset(source: str, config_name: str | None = None, cache_dir: str | None = None, **overrides):
+    """A ``DatasetDict`` from a concept-graph config name, a local Hub-layout directory, or a Hub dataset id."""
+    from datasets import load_dataset
+
+    if Path(source).is_dir():
+        return load_dataset(str(source), config_name, cache_dir=cache_dir)
+    from .concept_graph_builder import ConceptGraphShapes, build_concept_graph_dataset
+
+    if source in ConceptGraphShapes.builder_configs or overrides:
+        return build_concept_graph_dataset(source, cache_dir=cache_dir, **overrides)
+    if "/" in source:
+        return load_dataset(source, config_name, cache_dir=cache_dir)
+    raise ValueError(
+        f"unknown dataset source {source!r}: not a directory, not a concept-graph config "
+        f"({sorted(ConceptGraphShapes.builder_configs)}) and not a Hub id (org/name)"
+    )
+
+
+def to_tensors(dataset, continuous_columns: dict[str, str] | None = None) -> ConceptImageData:
+    """Decode a ``datasets.Dataset`` split into :class:`ConceptImageData` (images decoded once, in order)."""
+    continuous_columns = CONTINUOUS_COLUMNS if continuous_columns is None else continuous_columns
+    space = concept_space_from_features(dataset.features)
+    if len(dataset) == 0:
+        raise ValueError("the dataset split is empty")
+    formatted = dataset.with_format("numpy")
+    images = np.stack([np.asarray(img) for img in formatted["image"]])
+    if images.ndim == 3:
+        images = np.repeat(images[..., None], 3, axis=-1)
+    images = images[..., :3]
+    concepts = np.stack([np.asarray(formatted[name], dtype=np.int64) for name in space.names], axis=1)
+    value_parts = []
+    for name in space.names:
+        column = continuous_columns.get(name)
+        if column and column in dataset.column_names:
+            value_parts.append(np.asarray(formatted[column], dtype=np.float32).reshape(len(dataset), -1))
+    values = torch.from_numpy(np.concatenate(value_parts, axis=1)) if value_parts else None
+    return ConceptImageData(space, torch.from_numpy(np.ascontiguousarray(images)), torch.from_numpy(concepts), values)
+
+
+def load_training_data(
+    source: str,
+    config_name: str | None = None,
+    split: str = "train",
+    cache_dir: str | os.PathLike | None = None,
+    **overrides,
+) -> tuple[ConceptImageData, ConceptGraph]:
+    """Load ``split`` as tensors and the concept graph (nodes = classes of the ``test`` split when present)."""
+    cache = str(cache_dir) if cache_dir else None
+    dataset_dict = load_concept_dataset(source, config_name, cache_dir=cache, **overrides)
+    if split not in dataset_dict:
+        raise ValueError(f"split {split!r} not found; available: {list(dataset_dict)}")
+    data = to_tensors(dataset_dict[split])
+    nodes = None
+    if "test" in dataset_dict:
+        nodes = sorted(set(dataset_dict["test"]["concepts"]))
+    return data, data.graph(nodes)

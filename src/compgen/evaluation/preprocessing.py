@@ -1,0 +1,98 @@
+"""Probe input transform: center the object on its ink centroid (and optionally blur it lightly).
+
+A linear probe on raw pixels cannot tell a circle from a triangle when the object sits anywhere in the frame
+(about 77% on shape); moving every object to the image center first makes shape linearly separable (100%).
+Our renderer keeps shape linearly separable only with sharp edges, so the blur is off by default.
+The "ink" of a pixel is its distance to the background color, estimated from the border pixels, so the
+transform works on white or black backgrounds and on noisy generated images (the border also gives the
+noise floor, which is subtracted before the centroid is taken).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+ImageInput = np.ndarray | torch.Tensor
+
+
+def to_float_images(images: ImageInput) -> torch.Tensor:
+    """Convert uint8 NHWC (numpy or torch) or float NCHW images to a float32 ``(N, 3, H, W)`` tensor in [0, 1]."""
+    tensor = torch.from_numpy(np.ascontiguousarray(images)) if isinstance(images, np.ndarray) else images
+    if not isinstance(tensor, torch.Tensor):
+        raise ValueError(f"images must be a numpy array or a torch tensor, got {type(images).__name__}")
+    if tensor.ndim != 4:
+        raise ValueError(f"images must be a 4-d batch, got shape {tuple(tensor.shape)}")
+    if tensor.dtype == torch.uint8:
+        if tensor.shape[-1] != 3:
+            raise ValueError(f"uint8 images must be NHWC with 3 channels, got shape {tuple(tensor.shape)}")
+        return tensor.permute(0, 3, 1, 2).float().div_(255.0)
+    if not tensor.is_floating_point():
+        raise ValueError(f"images must be uint8 NHWC or float NCHW in [0, 1], got dtype {tensor.dtype}")
+    if tensor.shape[1] != 3:
+        raise ValueError(f"float images must be NCHW with 3 channels, got shape {tuple(tensor.shape)}")
+    return tensor.float()
+
+
+def estimate_background(images: torch.Tensor) -> torch.Tensor:
+    """Per-image background color ``(N, 3)``: the per-channel median of the one-pixel image border."""
+    border = torch.cat(
+        [images[:, :, 0, :], images[:, :, -1, :], images[:, :, 1:-1, 0], images[:, :, 1:-1, -1]], dim=2
+    )
+    return border.median(dim=2).values
+
+
+def ink_weights(images: torch.Tensor, background: torch.Tensor) -> torch.Tensor:
+    """Per-pixel ink ``(N, H, W)``: mean absolute distance to the background minus the border's noise floor."""
+    distance = (images - background[:, :, None, None]).abs().mean(dim=1)
+    border = torch.cat([distance[:, 0, :], distance[:, -1, :], distance[:, 1:-1, 0], distance[:, 1:-1, -1]], dim=1)
+    noise_floor = border.mean(dim=1) + 3.0 * border.std(dim=1)
+    return (distance - noise_floor[:, None, None]).clamp_(min=0.0)
+
+
+def center_objects(images: ImageInput, blur_sigma: float = 0.0) -> torch.Tensor:
+    """Translate each image so that its ink centroid lands on the image center; blur it if ``blur_sigma`` > 0.
+
+    Accepts uint8 NHWC or float NCHW images and returns float32 ``(N, 3, H, W)`` in [0, 1]. Pixels shifted in
+    from outside the frame take the background color. Images without ink (blank) are left in place.
+    """
+    x = to_float_images(images)
+    n, _, h, w = x.shape
+    if n == 0:
+        return x
+    background = estimate_background(x)
+    weights = ink_weights(x, background)
+    mass = weights.sum(dim=(1, 2))
+    ys = torch.arange(h, dtype=x.dtype, device=x.device) + 0.5
+    xs = torch.arange(w, dtype=x.dtype, device=x.device) + 0.5
+    safe_mass = mass.clamp(min=1e-8)
+    cy = (weights.sum(dim=2) * ys).sum(dim=1) / safe_mass
+    cx = (weights.sum(dim=1) * xs).sum(dim=1) / safe_mass
+    has_ink = mass > 1e-6
+    shift_x = torch.where(has_ink, cx - w / 2.0, torch.zeros_like(cx))
+    shift_y = torch.where(has_ink, cy - h / 2.0, torch.zeros_like(cy))
+
+    # Sample the foreground (image minus background) at positions shifted by the centroid offset; zeros
+    # padding then means "background" once it is added back.
+    theta = torch.zeros(n, 2, 3, dtype=x.dtype, device=x.device)
+    theta[:, 0, 0] = 1.0
+    theta[:, 1, 1] = 1.0
+    theta[:, 0, 2] = shift_x * 2.0 / w
+    theta[:, 1, 2] = shift_y * 2.0 / h
+    grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+    foreground = x - background[:, :, None, None]
+    centered = F.grid_sample(foreground, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+    centered = gaussian_blur(centered, blur_sigma)
+    return (centered + background[:, :, None, None]).clamp_(0.0, 1.0)
+
+
+def gaussian_blur(images: torch.Tensor, sigma: float) -> torch.Tensor:
+    """Depthwise 3x3 Gaussian blur (zero padding, so apply it to background-subtracted images); no-op at 0."""
+    if sigma <= 0:
+        return images
+    offsets = torch.tensor([-1.0, 0.0, 1.0], dtype=images.dtype, device=images.device)
+    kernel_1d = torch.exp(-(offsets**2) / (2.0 * sigma**2))
+    kernel_1d = kernel_1d / kernel_1d.sum()
+    kernel = (kernel_1d[:, None] * kernel_1d[None, :]).expand(images.shape[1], 1, 3, 3)
+    return F.conv2d(images, kernel, padding=1, groups=images.shape[1])

@@ -1,0 +1,223 @@
+"""Learning-dynamics tracker: score a generator on every class of a concept graph during training.
+
+Each call of :meth:`LearningDynamicsTracker.evaluate` generates ``num_images_per_class`` images of every class
+in *one* generator call (so the generator can batch), classifies them with the concept probes and records
+per-class, per-concept and per-level accuracies. Records go to a JSONL file (one line per evaluation, flushed
+at once, so a killed run keeps its curve) and to any Accelerate tracker. The generator gets the same seed at
+every evaluation so that changes in the curves come from the model, not from sampling noise.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..concepts import ConceptGraph, ConceptSpace, concept_distance
+from ..io import atomic_write_bytes
+from .metrics import (
+    additive_accuracy,
+    chance_accuracy,
+    concept_accuracies,
+    level_means,
+    multiplicative_accuracy,
+    probability_product_accuracy,
+)
+from .probes import ConceptProbes
+
+Generator = Callable[[list[str], int], np.ndarray]
+"""``generate(concepts, seed) -> uint8 (N, H, W, 3)``: one image per class string of ``concepts``."""
+
+
+class LearningDynamicsTracker:
+    """Evaluate a generator on every node of ``graph`` with ``probes`` and log the learning dynamics.
+
+    Args:
+        graph: the concept graph (its nodes are evaluated, its training classes define the levels).
+        probes: trained concept probes for the graph's concept space.
+        num_images_per_class: images generated per class (at least 50 keeps chance-level noise small).
+        log_path: JSONL file that gets one record per evaluation (appended), or ``None``.
+        seed: generation seed, identical at every evaluation.
+        batch_size: probe batch size.
+        sample_dir: if given, the first ``samples_per_class`` images of every class are saved there per
+            evaluation (``samples_step{step:08d}.npz``) for image grids over time.
+        samples_per_class: images per class kept in ``sample_dir``.
+    """
+
+    def __init__(
+        self,
+        graph: ConceptGraph,
+        probes: ConceptProbes,
+        num_images_per_class: int = 50,
+        log_path: str | os.PathLike | None = None,
+        seed: int = 0,
+        batch_size: int = 512,
+        sample_dir: str | os.PathLike | None = None,
+        samples_per_class: int = 4,
+    ) -> None:
+        if tuple(probes.space.to_dict().items()) != tuple(graph.space.to_dict().items()):
+            raise ValueError(
+                f"probes were built for concept space {probes.space.to_dict()}, the graph has {graph.space.to_dict()}"
+            )
+        if num_images_per_class < 1:
+            raise ValueError(f"num_images_per_class must be at least 1, got {num_images_per_class}")
+        self.graph = graph
+        self.probes = probes
+        self.num_images_per_class = num_images_per_class
+        self.log_path = Path(log_path) if log_path is not None else None
+        self.seed = seed
+        self.batch_size = batch_size
+        self.sample_dir = Path(sample_dir) if sample_dir is not None else None
+        self.samples_per_class = samples_per_class
+        self.class_names = [graph.format(c) for c in graph.nodes]
+        self.levels = graph.levels
+        self.chance = chance_accuracy(graph.space.cardinalities)
+        self.records: list[dict[str, Any]] = []
+        self._start = time.perf_counter()
+
+    def evaluate(
+        self, generate: Generator, step: int, images_seen: int | None = None, accelerator: Any = None
+    ) -> dict[str, Any]:
+        """Generate, score and log one evaluation; returns the record (also appended to ``self.records``)."""
+        eval_start = time.perf_counter()
+        n = self.num_images_per_class
+        requested = [name for name in self.class_names for _ in range(n)]
+        images = np.asarray(generate(requested, self.seed))
+        expected = len(requested)
+        if images.dtype != np.uint8 or images.ndim != 4 or images.shape[0] != expected or images.shape[-1] != 3:
+            raise ValueError(
+                f"generate must return uint8 images of shape ({expected}, H, W, 3), "
+                f"got {images.dtype} {images.shape}"
+            )
+        generate_seconds = time.perf_counter() - eval_start
+        probabilities = [p.numpy() for p in self.probes.predict_proba(images, batch_size=self.batch_size)]
+        predictions = np.stack([p.argmax(axis=1) for p in probabilities], axis=1)
+
+        accuracy, additive, prob_product, per_concept = {}, {}, {}, {}
+        for i, (name, node) in enumerate(zip(self.class_names, self.graph.nodes, strict=True)):
+            rows = slice(i * n, (i + 1) * n)
+            target = np.asarray(node)
+            accuracy[name] = multiplicative_accuracy(predictions[rows], target)
+            additive[name] = additive_accuracy(predictions[rows], target)
+            prob_product[name] = probability_product_accuracy([p[rows] for p in probabilities], target)
+            per_concept[name] = dict(
+                zip(self.graph.space.names, map(float, concept_accuracies(predictions[rows], target)), strict=True)
+            )
+        record = {
+            "step": int(step),
+            "images_seen": None if images_seen is None else int(images_seen),
+            "wall_clock_s": round(time.perf_counter() - self._start, 3),
+            "eval_s": round(time.perf_counter() - eval_start, 3),
+            "generate_s": round(generate_seconds, 3),
+            "num_images_per_class": n,
+            "chance": self.chance["multiplicative"],
+            "chance_additive": self.chance["additive"],
+            "concept_space": self.graph.space.to_dict(),
+            "training_classes": [self.graph.format(c) for c in self.graph.training_classes],
+            "levels": dict(self.levels),
+            "accuracy": accuracy,
+            "additive_accuracy": additive,
+            "prob_product_accuracy": prob_product,
+            "concept_accuracy": per_concept,
+            "level_accuracy": {str(k): v for k, v in level_means(accuracy, self.levels).items()},
+        }
+        self.records.append(record)
+        is_main = accelerator is None or getattr(accelerator, "is_main_process", True)
+        if is_main and self.log_path is not None:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.log_path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+        if is_main and self.sample_dir is not None and self.samples_per_class > 0:
+            self._save_samples(images, step)
+        if accelerator is not None:
+            accelerator.log(flat_scalars(record), step=int(step))
+        return record
+
+    def _save_samples(self, images: np.ndarray, step: int) -> None:
+        n, k = self.num_images_per_class, min(self.samples_per_class, self.num_images_per_class)
+        keep = np.concatenate([np.arange(i * n, i * n + k) for i in range(len(self.class_names))])
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, images=images[keep], classes=np.repeat(self.class_names, k), step=step)
+        atomic_write_bytes(self.sample_dir / f"samples_step{int(step):08d}.npz", buffer.getvalue())
+
+
+def flat_scalars(record: dict[str, Any], prefix: str = "eval") -> dict[str, float]:
+    """Scalars of a record for ``accelerator.log``: ``eval/accuracy/011``, ``eval/level_accuracy/1``, ..."""
+    scalars: dict[str, float] = {}
+    for key in ("accuracy", "additive_accuracy", "prob_product_accuracy", "level_accuracy"):
+        for name, value in record[key].items():
+            scalars[f"{prefix}/{key}/{name}"] = float(value)
+    for name, concepts in record["concept_accuracy"].items():
+        for concept, value in concepts.items():
+            scalars[f"{prefix}/concept_accuracy/{name}/{concept}"] = float(value)
+    scalars[f"{prefix}/seconds"] = float(record["eval_s"])
+    return scalars
+
+
+def read_log(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """Records of a tracker JSONL log, in file order (a truncated last line from a killed run is skipped)."""
+    records = []
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            if number == len(lines):
+                break
+            raise ValueError(f"{path}: line {number} is not valid JSON") from None
+    return records
+
+
+def graph_from_record(record: dict[str, Any]) -> ConceptGraph:
+    """The concept graph a record was evaluated on (from its ``concept_space`` and ``training_classes``)."""
+    space = ConceptSpace.from_dict(record["concept_space"])
+    return ConceptGraph(space, record["training_classes"], nodes=list(record["levels"]))
+
+
+def renderer_generator(space: ConceptSpace, image_size: int = 28) -> Generator:
+    """A "perfect generator": the shapes renderer itself at the canonical class values (no jitter)."""
+    from ..shapes import RenderConfig, render_classes
+
+    config = RenderConfig(image_size=image_size, color_jitter=0.0, size_jitter=0.0)
+
+    def generate(concepts: list[str], seed: int) -> np.ndarray:
+        return render_classes(space, concepts, seed=seed, config=config).images
+
+    return generate
+
+
+def memorizing_generator(graph: ConceptGraph, image_size: int = 28) -> Generator:
+    """A generator that only memorized its training data: it renders the nearest training class instead."""
+    render = renderer_generator(graph.space, image_size)
+    nearest = {
+        graph.format(node): graph.format(min(graph.training_classes, key=lambda t, c=node: concept_distance(c, t)))
+        for node in graph.nodes
+    }
+
+    def generate(concepts: list[str], seed: int) -> np.ndarray:
+        return render([nearest[graph.format(c)] for c in concepts], seed)
+
+    return generate
+
+
+def noisy_generator(base: Generator, noise_std: float, noise_seed: int = 0) -> Generator:
+    """Wrap a generator to add Gaussian pixel noise of ``noise_std`` (in [0, 1] units); for stand-in runs."""
+
+    def generate(concepts: Sequence[str], seed: int) -> np.ndarray:
+        images = base(list(concepts), seed).astype(np.float32) / 255.0
+        rng = np.random.default_rng(noise_seed)
+        noisy = np.clip(images + rng.normal(0.0, noise_std, images.shape).astype(np.float32), 0.0, 1.0)
+        return np.rint(noisy * 255.0).astype(np.uint8)
+
+    return generate

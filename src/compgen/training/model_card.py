@@ -1,0 +1,114 @@
+"""Model cards (``README.md``) that report per-level and per-class compositional accuracy."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from huggingface_hub import ModelCard, ModelCardData
+
+from ..concepts import ConceptGraph
+from ..io import atomic_write_text
+
+PLOT_NAME = "learning_dynamics.png"
+THRESHOLD = 0.9
+
+
+def first_step_reaching(records: list[dict[str, Any]], level: str, threshold: float = THRESHOLD) -> int | None:
+    """The first evaluated step at which the mean multiplicative accuracy of ``level`` is >= ``threshold``."""
+    for record in records:
+        if record["level_accuracy"].get(level, -1.0) >= threshold:
+            return int(record["step"])
+    return None
+
+
+def results_markdown(records: list[dict[str, Any]], graph: ConceptGraph) -> str:
+    """The results section: per-level final/best accuracy with first step >= 0.9, then per-class accuracy."""
+    if not records:
+        return "No evaluation was run (train with probes to get compositional accuracy).\n"
+    final = records[-1]
+    lines = [
+        f"Multiplicative accuracy (Okawa et al. 2023, Eq. 2: a sample counts only if every concept probe agrees) "
+        f"of {final['num_images_per_class']} samples per class at step {final['step']}; "
+        f"chance level {final['chance']:.3f}.",
+        "",
+        "| level | classes | final accuracy | best accuracy | first step >= 0.9 |",
+        "|---|---|---|---|---|",
+    ]
+    for level in sorted(final["level_accuracy"], key=int):
+        classes = ", ".join(graph.format(c) for c in graph.classes_at_level(int(level)))
+        best = max(r["level_accuracy"][level] for r in records)
+        reached = first_step_reaching(records, level)
+        lines.append(
+            f"| {level} | {classes} | {final['level_accuracy'][level]:.3f} | {best:.3f} | "
+            f"{reached if reached is not None else 'not reached'} |"
+        )
+    lines += ["", "| class | " + " | ".join(graph.space.names) + " | level | multiplicative | additive |",
+              "|---|" + "---|" * (graph.space.num_variables + 3)]
+    for name, value in final["accuracy"].items():
+        described = graph.space.describe(name)
+        lines.append(
+            f"| {name} | " + " | ".join(described.values()) + f" | {final['levels'][name]} | {value:.3f} | "
+            f"{final['additive_accuracy'][name]:.3f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_model_card(
+    output_dir: str | Path,
+    records: list[dict[str, Any]],
+    graph: ConceptGraph,
+    config: Any,
+    details: dict[str, Any],
+    dataset_name: str | None = None,
+) -> ModelCard:
+    """Write ``output_dir/README.md`` (and the learning-dynamics plot when there are records)."""
+    output_dir = Path(output_dir)
+    has_plot = False
+    if records:
+        from ..evaluation.plots import plot_learning_dynamics
+
+        plot_learning_dynamics(records, output_dir / PLOT_NAME, log_x=False)
+        has_plot = True
+    pipeline_class = details.get("pipeline_class", "DiffusionPipeline")
+    card_data = ModelCardData(
+        library_name="diffusers",
+        license="apache-2.0",
+        tags=["compgen", "compositional-generalization", "concept-graph", "diffusers", *details.get("tags", [])],
+        datasets=[dataset_name] if dataset_name and "/" in dataset_name else None,
+        pipeline_tag="unconditional-image-generation",
+    )
+    training = {k: v for k, v in asdict(config).items() if k not in ("extra", "hub_token", "output_dir")}
+    training |= {k: v for k, v in config.extra.items() if v is not None}
+    hyper = details.get("hyperparameters", {})
+    training_classes = ", ".join(graph.format(c) for c in graph.training_classes)
+    body = [
+        f"# {details.get('model_name', pipeline_class)} trained with compgen",
+        "",
+        f"A tuple-conditioned generator trained on the concept-graph dataset `{dataset_name}` "
+        f"(concept variables {', '.join(graph.space.names)}; training classes {training_classes}). "
+        "Held-out classes test compositional generalization; a class's *level* is its concept distance to the "
+        "nearest training class.",
+        "",
+        "## Usage",
+        "",
+        "```python",
+        f"from compgen import {pipeline_class}",
+        "",
+        f'pipe = {pipeline_class}.from_pretrained("{config.hub_model_id or config.output_dir}")',
+        f'images = pipe("{"1" * graph.space.num_variables}", num_images_per_prompt=4).images',
+        "```",
+        "",
+        "## Results",
+        "",
+        results_markdown(records, graph),
+    ]
+    if has_plot:
+        body += [f"![learning dynamics]({PLOT_NAME})", ""]
+    body += ["## Model", ""] + [f"- {k}: `{v}`" for k, v in hyper.items()]
+    body += ["", "## Training", ""] + [f"- {k}: `{v}`" for k, v in sorted(training.items())]
+    body += ["", "Evaluation: linear / CNN concept probes score every generated image (compgen.evaluation).", ""]
+    content = f"---\n{card_data.to_yaml()}\n---\n\n" + "\n".join(body)
+    atomic_write_text(output_dir / "README.md", content)
+    return ModelCard(content)

@@ -1,0 +1,91 @@
+import numpy as np
+import pytest
+import torch
+
+from compgen import get_split_preset
+from compgen.evaluation.preprocessing import center_objects
+from compgen.evaluation.probes import ConceptProbes, default_shapes_probes, render_probe_data, train_probes
+from compgen.evaluation.tracker import renderer_generator
+
+GRAPH = get_split_preset("H32-train1").graph()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def single_thread():
+    """Small matmuls on a shared 2-core machine run far faster single-threaded; restored afterwards."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture(scope="module")
+def linear_probes():
+    torch.manual_seed(0)
+    probes = ConceptProbes(GRAPH.space.to_dict(), image_size=28, probe_type="linear")
+    data = render_probe_data(GRAPH, images_per_class=600, seed=1)
+    validation = train_probes(probes, data.images, data.concepts, seed=0)
+    return probes, validation
+
+
+def test_centering_moves_ink_centroid_to_center():
+    data = render_probe_data(GRAPH, images_per_class=4, seed=3)
+    centered = center_objects(data.images)
+    assert centered.shape == (32, 3, 28, 28)
+    ink = (1.0 - centered).mean(dim=1)
+    grid = torch.arange(28) + 0.5
+    cy = (ink.sum(2) * grid).sum(1) / ink.sum((1, 2))
+    cx = (ink.sum(1) * grid).sum(1) / ink.sum((1, 2))
+    assert torch.allclose(cx, torch.full_like(cx, 14.0), atol=0.3)
+    assert torch.allclose(cy, torch.full_like(cy, 14.0), atol=0.3)
+    # uint8 NHWC and float NCHW inputs give the same result
+    as_float = torch.from_numpy(data.images).permute(0, 3, 1, 2).float() / 255
+    assert torch.allclose(center_objects(as_float), centered)
+
+
+def test_linear_probes_recognise_every_class_of_held_out_real_images(linear_probes):
+    probes, validation = linear_probes
+    assert validation["color"] == 1.0 and validation["size"] == 1.0 and validation["shape"] == 1.0
+    held_out = render_probe_data(GRAPH, images_per_class=100, seed=1234)
+    predictions = probes.predict(held_out.images).numpy()
+    accuracy = (predictions == held_out.concepts).mean(axis=0)
+    assert (accuracy == 1.0).all(), accuracy
+    # Generation targets the canonical class values: there every class of the cube is recognised perfectly.
+    names = [GRAPH.format(c) for c in GRAPH.nodes for _ in range(50)]
+    canonical = renderer_generator(GRAPH.space)(names, 7)
+    expected = np.array([GRAPH.space.parse(n) for n in names])
+    assert (probes.predict(canonical).numpy() == expected).all()
+
+
+def test_save_load_round_trip_gives_identical_predictions(linear_probes, tmp_path):
+    probes, _ = linear_probes
+    probes.save_pretrained(tmp_path / "probes")
+    assert (tmp_path / "probes" / "diffusion_pytorch_model.safetensors").exists()
+    loaded = ConceptProbes.from_pretrained(tmp_path / "probes")
+    assert loaded.space == GRAPH.space  # variable order survives the sorted-keys config file
+    images = render_probe_data(GRAPH, images_per_class=10, seed=5).images
+    assert torch.equal(loaded.predict(images), probes.predict(images))
+    for a, b in zip(loaded.predict_proba(images), probes.predict_proba(images), strict=True):
+        assert torch.allclose(a, b)
+
+
+def test_cnn_probe_trains_on_a_small_set():
+    torch.manual_seed(0)
+    probes = ConceptProbes(GRAPH.space.to_dict(), probe_type="cnn", cnn_channels=8)
+    data = render_probe_data(GRAPH, images_per_class=100, seed=2)
+    validation = train_probes(probes, data.images, data.concepts, epochs=8, lr=3e-3, val_fraction=0.2)
+    assert validation["color"] >= 0.95 and validation["size"] >= 0.85 and validation["shape"] > 0.55
+    logits = probes(torch.rand(2, 3, 28, 28))
+    assert [tuple(v.shape) for v in logits.values()] == [(2, 2), (2, 2), (2, 2)]
+
+
+def test_default_probes_and_input_errors():
+    probes = default_shapes_probes(GRAPH.space)
+    names = [GRAPH.format(c) for c in GRAPH.nodes for _ in range(20)]
+    images = renderer_generator(GRAPH.space)(names, 11)
+    expected = np.array([GRAPH.space.parse(n) for n in names])
+    assert (probes.predict(images).numpy() == expected).all()
+    with pytest.raises(ValueError, match="expect 28x28"):
+        probes.predict(np.zeros((1, 32, 32, 3), dtype=np.uint8))
+    with pytest.raises(ValueError, match="probe_type"):
+        ConceptProbes(GRAPH.space.to_dict(), probe_type="mlp")

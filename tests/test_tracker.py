@@ -1,0 +1,91 @@
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from compgen import get_split_preset
+from compgen.evaluation.probes import default_shapes_probes
+from compgen.evaluation.tracker import (
+    LearningDynamicsTracker,
+    flat_scalars,
+    memorizing_generator,
+    read_log,
+    renderer_generator,
+)
+
+GRAPH = get_split_preset("H32-train1").graph()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def single_thread():
+    """Small matmuls on a shared 2-core machine run far faster single-threaded; restored afterwards."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+class RecordingAccelerator:
+    is_main_process = True
+
+    def __init__(self):
+        self.logged = []
+
+    def log(self, values, step=None):
+        self.logged.append((values, step))
+
+
+@pytest.fixture(scope="module")
+def probes():
+    return default_shapes_probes(GRAPH.space)
+
+
+def test_perfect_generator_scores_one_everywhere(probes, tmp_path):
+    tracker = LearningDynamicsTracker(GRAPH, probes, num_images_per_class=50, log_path=tmp_path / "log.jsonl")
+    calls = []
+
+    def generate(concepts, seed):
+        calls.append((len(concepts), seed))
+        return renderer_generator(GRAPH.space)(concepts, seed)
+
+    accelerator = RecordingAccelerator()
+    record = tracker.evaluate(generate, step=10, images_seen=640, accelerator=accelerator)
+    assert calls == [(8 * 50, 0)]  # one batched call, fixed seed
+    assert all(value == 1.0 for value in record["accuracy"].values())
+    assert record["level_accuracy"] == {"0": 1.0, "1": 1.0, "2": 1.0}
+    assert record["chance"] == pytest.approx(1 / 8)
+    values, step = accelerator.logged[0]
+    assert step == 10 and values["eval/accuracy/111"] == 1.0 and values["eval/concept_accuracy/111/color"] == 1.0
+    assert values == flat_scalars(record)
+
+
+def test_memorizing_generator_fails_off_the_training_set(probes, tmp_path):
+    log_path = tmp_path / "log.jsonl"
+    tracker = LearningDynamicsTracker(GRAPH, probes, num_images_per_class=50, log_path=log_path)
+    first = tracker.evaluate(memorizing_generator(GRAPH), step=0)
+    second = tracker.evaluate(memorizing_generator(GRAPH), step=5, images_seen=320)
+    assert float(first["level_accuracy"]["0"]) == 1.0
+    assert first["level_accuracy"]["1"] <= 0.05 and first["level_accuracy"]["2"] <= 0.05
+    # level-1 classes miss exactly one concept
+    assert first["additive_accuracy"]["011"] == pytest.approx(2 / 3)
+    records = read_log(log_path)
+    assert [r["step"] for r in records] == [0, 5]
+    assert records[1]["accuracy"] == second["accuracy"] and records[1]["images_seen"] == 320
+    assert records[1]["wall_clock_s"] >= records[0]["wall_clock_s"] and records[0]["eval_s"] > 0
+
+
+def test_read_log_skips_truncated_last_line_and_bad_generators_raise(probes, tmp_path):
+    path = tmp_path / "log.jsonl"
+    path.write_text(json.dumps({"step": 1}) + "\n" + '{"step": 2, "acc')
+    assert read_log(path) == [{"step": 1}]
+    tracker = LearningDynamicsTracker(GRAPH, probes, num_images_per_class=2)
+    with pytest.raises(ValueError, match="uint8 images of shape"):
+        tracker.evaluate(lambda concepts, seed: np.zeros((3, 28, 28, 3), dtype=np.uint8), step=0)
+
+
+def test_sample_files_written(probes, tmp_path):
+    tracker = LearningDynamicsTracker(GRAPH, probes, num_images_per_class=3, sample_dir=tmp_path, samples_per_class=2)
+    tracker.evaluate(renderer_generator(GRAPH.space), step=7)
+    with np.load(tmp_path / "samples_step00000007.npz") as data:
+        assert data["images"].shape == (16, 28, 28, 3) and list(data["classes"][:2]) == ["000", "000"]

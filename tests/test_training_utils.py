@@ -1,0 +1,58 @@
+"""The training loop's building blocks: deterministic batches, EMA math, momentum schedules, argument parsing."""
+
+import argparse
+
+import pytest
+import torch
+from torch import nn
+
+from compgen.training.ema import ExponentialMovingAverage, MomentumSchedule
+from compgen.training.trainer import TrainingConfig, add_training_arguments, batch_indices, config_from_args
+
+
+def test_batch_indices_cover_each_epoch_once_and_depend_only_on_step():
+    n, b = 103, 10
+    epoch0 = torch.cat([batch_indices(n, b, s, seed=3) for s in range(10)])
+    assert len(set(epoch0.tolist())) == 100  # 10 full batches, 3 examples dropped
+    assert torch.equal(batch_indices(n, b, 4, seed=3), batch_indices(n, b, 4, seed=3))
+    assert not torch.equal(batch_indices(n, b, 0, seed=3), batch_indices(n, b, 10, seed=3))  # new epoch, new order
+    assert not torch.equal(batch_indices(n, b, 0, seed=3), batch_indices(n, b, 0, seed=4))
+    with pytest.raises(ValueError, match="fewer than one batch"):
+        batch_indices(5, 10, 0, seed=0)
+
+
+def test_ema_update_matches_formula():
+    torch.manual_seed(0)
+    model = nn.Linear(3, 2)
+    ema = ExponentialMovingAverage(model, MomentumSchedule(0.9))
+    before = ema.shadow.weight.clone()
+    with torch.no_grad():
+        model.weight.add_(1.0)
+    momentum = ema.update(model, step=1)
+    assert momentum == 0.9
+    torch.testing.assert_close(ema.shadow.weight, 0.9 * before + 0.1 * model.weight)
+    assert not any(p.requires_grad for p in ema.shadow.parameters())
+
+
+def test_momentum_schedules():
+    assert MomentumSchedule(0.99, kind="constant")(1000) == 0.99
+    linear = MomentumSchedule(0.996, 1.0, kind="linear", total_steps=100)
+    assert linear(0) == pytest.approx(0.996) and linear(50) == pytest.approx(0.998) and linear(500) == 1.0
+    warmup = MomentumSchedule(0.999, kind="warmup")
+    assert warmup(0) == pytest.approx(0.1) and warmup(10**6) == 0.999
+    with pytest.raises(ValueError, match="unknown momentum schedule"):
+        MomentumSchedule(kind="cosine")
+
+
+def test_training_arguments_round_trip():
+    parser = argparse.ArgumentParser()
+    add_training_arguments(parser)
+    args = parser.parse_args(["--max_train_steps", "7", "--no_use_ema", "--checkpoints_total_limit", "none",
+                              "--learning_rate", "0.01"])
+    config = config_from_args(args)
+    assert config.max_train_steps == 7 and config.use_ema is False and config.checkpoints_total_limit is None
+    assert config.learning_rate == 0.01
+    with pytest.raises(ValueError, match="hub_model_id"):
+        TrainingConfig(push_to_hub=True)
+    with pytest.raises(ValueError, match="mixed_precision"):
+        TrainingConfig(mixed_precision="fp8")
