@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,8 +37,12 @@ class TrainingRun:
 
         return shapes_continuous_concepts(self.train_data.space)
 
-    def train(self, task: TrainingTask) -> list[dict[str, Any]]:
-        trainer = Trainer(self.config, task, self.train_data, self.graph, self.probes, self.dataset_name)
+    def train(self, task: TrainingTask, probes: bool = True, **config_overrides: Any) -> list[dict[str, Any]]:
+        """Run the shared loop on ``task``; ``config_overrides`` (e.g. another ``output_dir`` and step count for a
+        tokenizer trained before the generator) replace fields of this run's :class:`TrainingConfig`."""
+        config = dataclasses.replace(self.config, **config_overrides)
+        trainer = Trainer(config, task, self.train_data, self.graph, self.probes if probes else None,
+                          self.dataset_name)
         return trainer.train()
 
 

@@ -134,9 +134,10 @@ def batch_indices(num_examples: int, batch_size: int, step: int, seed: int) -> t
 
 
 def make_batch(data: ConceptImageData, indices: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Images as float NCHW in [-1, 1] plus the conditioning of each image."""
+    """Images as float NCHW in [-1, 1], the conditioning of each image, and its row ``index`` in ``data``
+    (so a task can look up per-example features it precomputed, e.g. VQ token indices)."""
     images = data.images[indices].permute(0, 3, 1, 2).float().div(127.5).sub(1.0)
-    batch = {"images": images.contiguous(), "concepts": data.concepts[indices]}
+    batch = {"images": images.contiguous(), "concepts": data.concepts[indices], "index": indices}
     if data.concept_values is not None:
         batch["concept_values"] = data.concept_values[indices]
     return batch

@@ -1,0 +1,18 @@
+"""Hub entry file for :class:`compgen.TupleConditionedDDPMPipeline` (requires ``pip install compgen``).
+
+Load a saved pipeline with plain diffusers::
+
+    from diffusers import DiffusionPipeline
+
+    pipe = DiffusionPipeline.from_pretrained(
+        "path/or/hub-id", custom_pipeline="path/to/pipelines/tuple_ddpm.py", trust_remote_code=True
+    )
+    image = pipe("111").images[0]
+
+On the Hub, upload this file as ``tuple_ddpm.py`` next to ``model_index.json`` and pass
+``custom_pipeline="tuple_ddpm"``.
+"""
+
+from compgen.pipelines.tuple_ddpm import TupleConditionedDDPMPipeline
+
+__all__ = ["TupleConditionedDDPMPipeline"]

@@ -1,0 +1,155 @@
+"""Per-variable concept embeddings shared by every compgen model.
+
+Each concept variable gets its own embedder: a lookup table over its class indices (``quantized``
+conditioning), or, for variables given continuous values (``full`` conditioning: RGB for color, scale for
+size), a small MLP on the per-image values. With ``use_null=True`` each variable also owns a learned
+*null* embedding that replaces it wherever a boolean drop mask is set: concept dropout during training and
+the unconditional branch of classifier-free guidance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..concepts import ConceptSpace
+
+SpaceLike = ConceptSpace | Mapping[str, Sequence[str]] | Sequence[Sequence[Any]]
+"""A ``ConceptSpace``, its ``to_dict()`` form, or a list of ``[variable, [value names]]`` pairs (model configs)."""
+
+
+def as_concept_space(space: SpaceLike) -> ConceptSpace:
+    """Return ``space`` as a :class:`ConceptSpace` (accepts every :data:`SpaceLike` form)."""
+    return space if isinstance(space, ConceptSpace) else ConceptSpace.from_dict(space)
+
+
+class ConceptEmbedding(nn.Module):
+    """Embed a batch of concept classes ``(B, V)`` into one vector per variable, ``(B, V, embedding_dim)``.
+
+    Args:
+        concept_space: A ``ConceptSpace``, ``{variable: [value names]}`` or a list of ``[variable, values]`` pairs.
+        embedding_dim: Size of each variable's embedding.
+        continuous_concepts: ``{variable: canonical value per class}``, e.g. ``{"color": [[0.9, 0.1, 0.1], ...],
+            "size": [[2.7], [1.6]]}``. Variables listed here are embedded from continuous values by an MLP;
+            the table supplies the values when none are given (test-time conditioning on the class values).
+        use_null: Learn a null embedding per variable, used where ``drop_mask`` is ``True``.
+    """
+
+    def __init__(
+        self,
+        concept_space: SpaceLike,
+        embedding_dim: int,
+        continuous_concepts: Mapping[str, Sequence[Sequence[float]]] | None = None,
+        use_null: bool = False,
+    ) -> None:
+        super().__init__()
+        space = as_concept_space(concept_space)
+        continuous_concepts = dict(continuous_concepts or {})
+        unknown = sorted(set(continuous_concepts) - set(space.names))
+        if unknown:
+            raise ValueError(f"continuous_concepts names unknown variables {unknown}; the space has {space.names}")
+
+        self.space = space
+        self.embedding_dim = embedding_dim
+        self.continuous_names = tuple(name for name in space.names if name in continuous_concepts)
+        self.register_buffer("cardinalities", torch.tensor(space.cardinalities, dtype=torch.long), persistent=False)
+
+        self.embedders = nn.ModuleDict()
+        self.value_dims: dict[str, int] = {}
+        for variable in space.variables:
+            if variable.name in continuous_concepts:
+                table = _value_table(variable.name, variable.num_values, continuous_concepts[variable.name])
+                self.value_dims[variable.name] = table.shape[1]
+                # The canonical values are part of the config, so they are not saved with the weights.
+                self.register_buffer(f"{variable.name}_values", table, persistent=False)
+                self.embedders[variable.name] = nn.Sequential(
+                    nn.Linear(table.shape[1], embedding_dim), nn.GELU(), nn.Linear(embedding_dim, embedding_dim)
+                )
+            else:
+                self.embedders[variable.name] = nn.Embedding(variable.num_values, embedding_dim)
+        self.null_embedding = nn.Parameter(torch.randn(space.num_variables, embedding_dim)) if use_null else None
+
+    @property
+    def num_value_dims(self) -> int:
+        """Width of ``concept_values``: the continuous variables' value sizes, in variable order."""
+        return sum(self.value_dims.values())
+
+    def validate_concepts(self, concepts: torch.Tensor) -> None:
+        """Raise a ``ValueError`` naming the problem if ``concepts`` is not a valid ``(B, V)`` index batch."""
+        num_variables = self.space.num_variables
+        if concepts.ndim != 2 or concepts.shape[1] != num_variables:
+            raise ValueError(
+                f"concepts must have shape (batch, {num_variables}) with one class index per variable "
+                f"{self.space.names}, got shape {tuple(concepts.shape)}"
+            )
+        if concepts.dtype.is_floating_point or concepts.dtype == torch.bool:
+            raise ValueError(f"concepts must be integer class indices, got dtype {concepts.dtype}")
+        out_of_range = (concepts < 0) | (concepts >= self.cardinalities)
+        if out_of_range.any():
+            row, column = (int(i) for i in out_of_range.nonzero()[0])
+            variable = self.space.variables[column]
+            raise ValueError(
+                f"class index {int(concepts[row, column])} is out of range for concept variable {variable.name!r} "
+                f"(0..{variable.num_values - 1}: {', '.join(variable.values)})"
+            )
+
+    def forward(
+        self,
+        concepts: torch.Tensor,
+        concept_values: torch.Tensor | None = None,
+        drop_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Embed ``concepts`` (B, V) long; ``concept_values`` (B, num_value_dims) for the continuous variables
+        (canonical class values when ``None``); ``drop_mask`` (B, V) bool selects the null embeddings."""
+        self.validate_concepts(concepts)
+        batch_size = concepts.shape[0]
+        if concept_values is not None:
+            if not self.continuous_names:
+                raise ValueError("concept_values were given but no concept variable is continuous (quantized mode)")
+            if concept_values.shape != (batch_size, self.num_value_dims):
+                raise ValueError(
+                    f"concept_values must have shape ({batch_size}, {self.num_value_dims}) (values of "
+                    f"{', '.join(f'{n}: {self.value_dims[n]}' for n in self.continuous_names)}), "
+                    f"got {tuple(concept_values.shape)}"
+                )
+            values_by_name = dict(
+                zip(self.continuous_names, concept_values.split(list(self.value_dims.values()), dim=1), strict=True)
+            )
+        else:
+            values_by_name = {}
+
+        embeddings = []
+        for column, (name, embedder) in enumerate(self.embedders.items()):
+            if name in self.value_dims:
+                values = values_by_name.get(name)
+                if values is None:
+                    values = getattr(self, f"{name}_values")[concepts[:, column]]
+                embeddings.append(embedder(values.to(embedder[0].weight.dtype)))
+            else:
+                embeddings.append(embedder(concepts[:, column]))
+        embedded = torch.stack(embeddings, dim=1)
+
+        if drop_mask is not None:
+            if self.null_embedding is None:
+                raise ValueError("drop_mask was given but this model has no null embeddings (concept_dropout is 0)")
+            if drop_mask.shape != concepts.shape or drop_mask.dtype != torch.bool:
+                raise ValueError(
+                    f"drop_mask must be a bool tensor of shape {tuple(concepts.shape)}, "
+                    f"got {drop_mask.dtype} {tuple(drop_mask.shape)}"
+                )
+            null = self.null_embedding.to(embedded.dtype).expand_as(embedded)
+            embedded = torch.where(drop_mask.unsqueeze(-1), null, embedded)
+        return embedded
+
+
+def _value_table(name: str, num_values: int, rows: Sequence[Sequence[float]]) -> torch.Tensor:
+    table = torch.tensor([list(row) for row in rows], dtype=torch.float32)
+    if table.ndim != 2 or table.shape[0] != num_values or table.shape[1] == 0:
+        raise ValueError(
+            f"continuous_concepts[{name!r}] must list one non-empty value vector per class ({num_values} rows), "
+            f"got shape {tuple(table.shape)}"
+        )
+    return table

@@ -1,0 +1,102 @@
+"""The JEPA auxiliary objective for MaskGIT (Paper B, Farid et al. 2025; REFERENCE.md).
+
+The *context* branch is the MaskGIT transformer on the masked tokens. The *target* branch is an EMA copy of the
+same transformer fed the full, unmasked tokens with the same conditioning, under stop-gradient
+(:class:`compgen.training.ema.ExponentialMovingAverage`). A lightweight predictor per chosen layer ``l`` maps the
+context hidden states at ``l`` to the target's hidden states at ``l``; the loss is their MSE on the masked
+positions, averaged over layers, added to the MaskGIT cross-entropy with weight lambda (0.6 in the paper).
+
+Choices the paper leaves open, documented here:
+- Targets are layer-normalized (no affine) before the MSE, as in I-JEPA: it fixes their scale, so the loss
+  cannot shrink merely because the EMA encoder's activations shrink.
+- Layer ``l`` means the output of block ``l`` (1-based); ``hidden_states[0]`` are the embeddings.
+- Paper B's best layers {7, 9, 11} of 12 are mapped to other depths by :func:`scale_jepa_layers`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+PAPER_JEPA_LAYERS = (7, 9, 11)
+PAPER_DEPTH = 12
+
+
+def scale_jepa_layers(num_layers: int, layers: Sequence[int] = PAPER_JEPA_LAYERS,
+                      reference_depth: int = PAPER_DEPTH) -> tuple[int, ...]:
+    """Map Paper B's layers of a ``reference_depth`` model to the same relative depths of a ``num_layers`` model.
+
+    ``round(l * num_layers / reference_depth)`` clamped to ``1..num_layers``, duplicates dropped:
+    {7, 9, 11} of 12 stays {7, 9, 11}; of 7 it becomes {4, 5, 6}; of 4, {2, 3, 4}.
+    """
+    if num_layers < 1:
+        raise ValueError(f"num_layers must be at least 1, got {num_layers}")
+    scaled = (min(max(round(layer * num_layers / reference_depth), 1), num_layers) for layer in layers)
+    return tuple(sorted(set(scaled)))
+
+
+def parse_jepa_layers(text: str | None, num_layers: int) -> tuple[int, ...]:
+    """``--jepa_layers``: ``"7,9,11"`` as given (validated), or ``None`` / ``"auto"`` for the scaled paper layers."""
+    if text is None or str(text).strip().lower() in ("", "auto"):
+        return scale_jepa_layers(num_layers)
+    layers = tuple(sorted({int(part) for part in str(text).split(",") if part.strip()}))
+    if not layers or layers[0] < 1 or layers[-1] > num_layers:
+        raise ValueError(f"--jepa_layers {text!r}: layers must lie in 1..{num_layers} (the transformer's depth)")
+    return layers
+
+
+class JEPAPredictor(nn.Module):
+    """One small MLP per JEPA layer (LayerNorm, Linear, GELU, Linear) from context to target hidden states.
+
+    The last linear layer starts at zero, so the predictor starts by predicting 0 (the mean of a normalized
+    target) instead of passing noise back into the transformer.
+    """
+
+    def __init__(self, hidden_size: int, layers: Sequence[int], predictor_hidden_size: int | None = None) -> None:
+        super().__init__()
+        if not layers:
+            raise ValueError("the JEPA predictor needs at least one layer")
+        width = predictor_hidden_size or hidden_size
+        self.layers = tuple(int(layer) for layer in layers)
+        self.heads = nn.ModuleDict()
+        for layer in self.layers:
+            head = nn.Sequential(nn.LayerNorm(hidden_size), nn.Linear(hidden_size, width), nn.GELU(),
+                                 nn.Linear(width, hidden_size))
+            nn.init.zeros_(head[-1].weight)
+            nn.init.zeros_(head[-1].bias)
+            self.heads[str(layer)] = head
+
+    def forward(self, hidden_states: Sequence[torch.Tensor]) -> dict[int, torch.Tensor]:
+        """Predictions ``{layer: (B, L, hidden)}`` from the context branch's ``hidden_states`` tuple."""
+        return {layer: self.heads[str(layer)](hidden_states[layer]) for layer in self.layers}
+
+
+def jepa_loss(
+    predictions: dict[int, torch.Tensor], target_hidden_states: Sequence[torch.Tensor], mask: torch.BoolTensor
+) -> torch.Tensor:
+    """Mean over layers of the MSE between predictions and layer-normalized targets on the masked positions.
+
+    ``mask`` is ``(B, L)``, ``True`` where the context branch saw a mask token. The targets are detached here
+    (stop-gradient), so the loss never reaches the target encoder even if it were left trainable.
+    """
+    if not mask.any():
+        raise ValueError("the JEPA loss needs at least one masked position")
+    losses = []
+    for layer, prediction in predictions.items():
+        target = target_hidden_states[layer].detach().float()
+        target = F.layer_norm(target, target.shape[-1:])
+        losses.append(F.mse_loss(prediction.float()[mask], target[mask]))
+    return torch.stack(losses).mean()
+
+
+class MaskGITWithPredictor(nn.Module):
+    """The trainable module of MaskGIT + JEPA: the transformer and its JEPA predictor (``None`` for plain MaskGIT),
+    so one optimizer, one checkpoint and one EMA cover both."""
+
+    def __init__(self, transformer: nn.Module, predictor: JEPAPredictor | None = None) -> None:
+        super().__init__()
+        self.transformer = transformer
+        self.predictor = predictor

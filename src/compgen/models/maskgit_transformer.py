@@ -1,0 +1,168 @@
+"""A bidirectional MaskGIT transformer over a VQ token grid, conditioned on a concept tuple.
+
+Conditioning design: **concept tokens**. Each concept variable is embedded by its own table (or, in ``full`` mode,
+by an MLP on its continuous value, :class:`ConceptEmbedding`) and the V embeddings are prepended to the image
+tokens as V extra sequence positions. We chose tokens over adaLN because (i) it is what the public Shapes2D code of
+Paper B's co-author does (REFERENCE.md), so results stay comparable; (ii) adaLN must first *sum* the concept
+embeddings into one modulation vector, whereas tokens keep every concept a separate key that attention can read
+on its own, the factorized access a compositional model should be able to use; and (iii) the JEPA target encoder
+then sees the conditioning exactly as the online model does, through the same attention layers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from diffusers.configuration_utils import ConfigMixin, register_to_config
+from diffusers.models.modeling_utils import ModelMixin
+from diffusers.utils import BaseOutput
+from torch import nn
+
+from ..concepts import ConceptSpace
+from .concept_embedding import ConceptEmbedding, as_concept_space
+from .tuple_unet import CONDITIONING_MODES
+
+
+@dataclass
+class MaskGITTransformerOutput(BaseOutput):
+    """``logits`` ``(B, L, codebook_size)`` over the image tokens; ``hidden_states`` (when asked): a tuple of
+    ``num_layers + 1`` tensors ``(B, L, hidden_size)`` over the image tokens, the embeddings then each block's output."""
+
+    logits: torch.Tensor
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+
+
+class MaskGITTransformer(ModelMixin, ConfigMixin):
+    r"""Predicts the VQ index of every image token from a partially masked grid and a concept tuple.
+
+    Args:
+        concept_space: ``{variable: [value names]}`` or ``[[variable, values], ...]`` (stored as the ordered list).
+        codebook_size: VQ codebook size K; the vocabulary has K + 1 entries, the last (id K) being the mask token.
+        grid_size: Side of the square token grid (7 for 28 px images with downsampling 4).
+        hidden_size: Transformer width.
+        num_layers: Transformer blocks.
+        num_heads: Attention heads per block.
+        mlp_ratio: Feed-forward width as a multiple of ``hidden_size``.
+        dropout: Dropout in attention and feed-forward layers.
+        conditioning: ``"quantized"`` or ``"full"`` (as in :class:`TupleConditionedUNet2DModel`).
+        continuous_concepts: Canonical value table per continuous variable (``full`` mode).
+        concept_dropout: Training probability of replacing a concept by its learned null token; > 0 enables
+            classifier-free guidance.
+    """
+
+    @register_to_config
+    def __init__(
+        self,
+        concept_space: dict[str, list[str]] | list[tuple[str, list[str]]],
+        codebook_size: int = 256,
+        grid_size: int = 7,
+        hidden_size: int = 128,
+        num_layers: int = 4,
+        num_heads: int = 4,
+        mlp_ratio: float = 4.0,
+        dropout: float = 0.0,
+        conditioning: str = "quantized",
+        continuous_concepts: dict[str, list[list[float]]] | None = None,
+        concept_dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        space = as_concept_space(concept_space)
+        # Sorted-key JSON would reorder a dict and permute the tuple digits on reload (see TupleConditionedUNet).
+        self.register_to_config(concept_space=[[name, list(values)] for name, values in space.to_dict().items()])
+        if conditioning not in CONDITIONING_MODES:
+            raise ValueError(f"conditioning must be one of {CONDITIONING_MODES}, got {conditioning!r}")
+        if conditioning == "full" and not continuous_concepts:
+            raise ValueError("conditioning='full' needs continuous_concepts, e.g. shapes_continuous_concepts(space)")
+        if not 0.0 <= concept_dropout < 1.0:
+            raise ValueError(f"concept_dropout must be in [0, 1), got {concept_dropout}")
+        if hidden_size % num_heads:
+            raise ValueError(f"hidden_size {hidden_size} must be divisible by num_heads {num_heads}")
+        if num_layers < 1 or codebook_size < 2 or grid_size < 1:
+            raise ValueError("num_layers must be >= 1, codebook_size >= 2 and grid_size >= 1")
+
+        self.num_tokens = grid_size * grid_size
+        self.num_concepts = space.num_variables
+        self.token_embedding = nn.Embedding(codebook_size + 1, hidden_size)
+        self.position_embedding = nn.Parameter(torch.zeros(1, self.num_concepts + self.num_tokens, hidden_size))
+        nn.init.trunc_normal_(self.position_embedding, std=0.02)
+        self.concept_embedding = ConceptEmbedding(
+            space,
+            hidden_size,
+            continuous_concepts=continuous_concepts if conditioning == "full" else None,
+            use_null=concept_dropout > 0,
+        )
+        self.blocks = nn.ModuleList(
+            nn.TransformerEncoderLayer(
+                hidden_size,
+                num_heads,
+                dim_feedforward=int(hidden_size * mlp_ratio),
+                dropout=dropout,
+                activation="gelu",
+                batch_first=True,
+                norm_first=True,
+            )
+            for _ in range(num_layers)
+        )
+        self.norm_out = nn.LayerNorm(hidden_size)
+        self.head = nn.Linear(hidden_size, codebook_size)
+
+    @property
+    def mask_token_id(self) -> int:
+        return self.config.codebook_size
+
+    @property
+    def concept_space(self) -> ConceptSpace:
+        return self.concept_embedding.space
+
+    @property
+    def has_null_embeddings(self) -> bool:
+        """Whether null concepts were learned (``concept_dropout > 0``), needed for classifier-free guidance."""
+        return self.concept_embedding.null_embedding is not None
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor,
+        concepts: torch.LongTensor,
+        concept_values: torch.Tensor | None = None,
+        drop_mask: torch.BoolTensor | None = None,
+        output_hidden_states: bool = False,
+        return_dict: bool = True,
+    ) -> MaskGITTransformerOutput | tuple:
+        r"""Logits over the codebook for every image token.
+
+        Args:
+            input_ids: ``(B, L)`` or ``(B, H, W)`` token ids in ``[0, codebook_size]`` (``codebook_size`` = mask).
+            concepts: ``(B, V)`` class index per concept variable.
+            concept_values: ``full`` mode: per-image continuous values ``(B, D)``; ``None`` uses the class values.
+            drop_mask: ``(B, V)`` bool, ``True`` replaces a concept by its null token. In training mode with
+                ``concept_dropout > 0`` and no mask, one is drawn (pass a mask drawn from a generator for
+                reproducible training).
+            output_hidden_states: Also return the image-token hidden states of the embeddings and of every block.
+            return_dict: Return a :class:`MaskGITTransformerOutput` rather than a tuple.
+        """
+        batch_size = input_ids.shape[0]
+        input_ids = input_ids.reshape(batch_size, -1)
+        if input_ids.shape[1] != self.num_tokens:
+            raise ValueError(f"input_ids must hold {self.num_tokens} tokens per image, got {input_ids.shape[1]}")
+        if input_ids.dtype.is_floating_point or input_ids.min() < 0 or input_ids.max() > self.mask_token_id:
+            raise ValueError(f"input_ids must be integer token ids in [0, {self.mask_token_id}] (mask = last)")
+        if concepts.shape[:1] != (batch_size,):
+            raise ValueError(f"concepts has batch size {concepts.shape[0]} but input_ids has {batch_size}")
+        if self.training and drop_mask is None and self.config.concept_dropout > 0:
+            drop_mask = torch.rand(concepts.shape, device=concepts.device) < self.config.concept_dropout
+
+        concept_tokens = self.concept_embedding(concepts, concept_values, drop_mask)
+        hidden = torch.cat([concept_tokens.to(self.token_embedding.weight.dtype), self.token_embedding(input_ids)], 1)
+        hidden = hidden + self.position_embedding
+        image = slice(self.num_concepts, None)
+        all_hidden = [hidden[:, image]] if output_hidden_states else None
+        for block in self.blocks:
+            hidden = block(hidden)
+            if output_hidden_states:
+                all_hidden.append(hidden[:, image])
+        logits = self.head(self.norm_out(hidden[:, image]))
+        hidden_states = tuple(all_hidden) if output_hidden_states else None
+        if not return_dict:
+            return (logits, hidden_states) if output_hidden_states else (logits,)
+        return MaskGITTransformerOutput(logits=logits, hidden_states=hidden_states)

@@ -1,0 +1,248 @@
+"""The tuple-conditioned U-Net of Okawa et al. 2023 ("Compositional Abilities Emerge Multiplicatively") as a
+diffusers model.
+
+Residual conv blocks (Conv3x3 + GroupNorm + GELU) go down ``28 -> 14 -> 7`` (one halving per entry of
+``block_out_channels``), the bottleneck is average-pooled to ``1x1`` and projected back up. Each concept
+variable has its own embedding; the embeddings are *summed* and *multiply* the decoder features of every
+stage (a FiLM-like scale), and the time embedding is *added*:
+``h = h * sum_v concept_embedding_v + time_embedding``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from diffusers.configuration_utils import ConfigMixin, register_to_config
+from diffusers.models.embeddings import TimestepEmbedding, Timesteps
+from diffusers.models.modeling_utils import ModelMixin
+from diffusers.models.unets.unet_2d import UNet2DOutput
+from torch import nn
+
+from ..concepts import ConceptSpace
+from ..shapes import COLOR_RGB, SIZE_SCALE
+from .concept_embedding import ConceptEmbedding, SpaceLike, as_concept_space
+
+CONDITIONING_MODES = ("quantized", "full")
+
+
+def shapes_continuous_concepts(space: SpaceLike) -> dict[str, list[list[float]]]:
+    """Canonical continuous values of the shapes space for ``full`` conditioning: RGB per color, scale per size.
+
+    The rows match the data's per-image ``rgb`` (3 floats) and ``size`` (1 float), so training conditions on
+    ``torch.cat([rgb, size[:, None]], dim=1)`` and sampling on these class values.
+    """
+    space = as_concept_space(space)
+    return {
+        "color": [list(COLOR_RGB[value]) for value in space.variable("color").values],
+        "size": [[SIZE_SCALE[value]] for value in space.variable("size").values],
+    }
+
+
+class ResidualConvBlock(nn.Module):
+    """Two Conv3x3 + GroupNorm + GELU layers with a residual connection scaled by 1/sqrt(2) (Paper A's block).
+
+    When the channel count changes, the first layer's output is the residual (no 1x1 projection needed).
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, norm_num_groups: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_channels, out_channels, 3, padding=1)
+        self.norm1 = nn.GroupNorm(norm_num_groups, out_channels)
+        self.conv2 = nn.Conv2d(out_channels, out_channels, 3, padding=1)
+        self.norm2 = nn.GroupNorm(norm_num_groups, out_channels)
+        self.same_channels = in_channels == out_channels
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.gelu(self.norm1(self.conv1(x)))
+        out = F.gelu(self.norm2(self.conv2(h)))
+        return (x if self.same_channels else h).add(out).mul_(1.0 / math.sqrt(2.0))
+
+
+class DownStage(nn.Module):
+    """``layers_per_block`` residual blocks, then a 2x2 max-pool."""
+
+    def __init__(self, in_channels: int, out_channels: int, layers_per_block: int, norm_num_groups: int) -> None:
+        super().__init__()
+        self.blocks = nn.Sequential(
+            *(
+                ResidualConvBlock(in_channels if i == 0 else out_channels, out_channels, norm_num_groups)
+                for i in range(layers_per_block)
+            )
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.max_pool2d(self.blocks(x), 2)
+
+
+class UpStage(nn.Module):
+    """Concatenate the skip, upsample 2x with a transposed conv, then ``layers_per_block`` residual blocks."""
+
+    def __init__(self, in_channels: int, out_channels: int, layers_per_block: int, norm_num_groups: int) -> None:
+        super().__init__()
+        self.upsample = nn.ConvTranspose2d(in_channels, out_channels, 2, stride=2)
+        self.blocks = nn.Sequential(
+            *(ResidualConvBlock(out_channels, out_channels, norm_num_groups) for _ in range(layers_per_block))
+        )
+
+    def forward(self, x: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
+        return self.blocks(self.upsample(torch.cat([x, skip], dim=1)))
+
+
+class TupleConditionedUNet2DModel(ModelMixin, ConfigMixin):
+    r"""A U-Net denoiser conditioned on a concept tuple (Okawa et al. 2023).
+
+    Args:
+        concept_space: ``{variable: [value names]}`` in tuple order (``ConceptSpace.to_dict()``) or a list of
+            ``[variable, [value names]]`` pairs. The config stores the pair list, the only form whose order survives
+            diffusers' sorted-key JSON; read it back with ``ConceptSpace.from_dict`` or :attr:`concept_space`.
+        sample_size: Image height and width; must be divisible by ``2 ** len(block_out_channels)``.
+        in_channels: Image channels (the output has the same number: the predicted noise).
+        block_out_channels: Channels of each down stage, e.g. Paper A's ``(256, 512)`` or a CPU ``(32, 64)``.
+        layers_per_block: Residual blocks per stage (Paper A: 2).
+        norm_num_groups: GroupNorm groups; every entry of ``block_out_channels`` must be divisible by it.
+        conditioning: ``"quantized"`` (class index per variable) or ``"full"`` (per-image continuous values for
+            the variables in ``continuous_concepts``, class indices for the rest).
+        continuous_concepts: Canonical value per class of each continuous variable (see
+            :func:`shapes_continuous_concepts`); required in ``full`` mode, ignored in ``quantized`` mode.
+        concept_dropout: Probability of replacing each concept's embedding by its learned null during training.
+            When > 0 the model has null embeddings, which enables classifier-free guidance.
+    """
+
+    _supports_gradient_checkpointing = False
+
+    @register_to_config
+    def __init__(
+        self,
+        concept_space: dict[str, list[str]] | list[tuple[str, list[str]]],
+        sample_size: int = 28,
+        in_channels: int = 3,
+        block_out_channels: tuple[int, ...] = (32, 64),
+        layers_per_block: int = 2,
+        norm_num_groups: int = 8,
+        conditioning: str = "quantized",
+        continuous_concepts: dict[str, list[list[float]]] | None = None,
+        concept_dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        space = as_concept_space(concept_space)
+        # diffusers writes configs with sorted keys, which would reorder a {variable: values} dict and silently
+        # permute the tuple digits on reload; an ordered list of [variable, values] pairs survives the round trip.
+        self.register_to_config(concept_space=[[name, list(values)] for name, values in space.to_dict().items()])
+        if conditioning not in CONDITIONING_MODES:
+            raise ValueError(f"conditioning must be one of {CONDITIONING_MODES}, got {conditioning!r}")
+        if conditioning == "full" and not continuous_concepts:
+            raise ValueError(
+                "conditioning='full' needs continuous_concepts (the canonical value table per continuous variable), "
+                "e.g. shapes_continuous_concepts(space)"
+            )
+        if not 0.0 <= concept_dropout < 1.0:
+            raise ValueError(f"concept_dropout must be in [0, 1), got {concept_dropout}")
+        if not block_out_channels or layers_per_block < 1:
+            raise ValueError("block_out_channels must be non-empty and layers_per_block at least 1")
+        if any(channels % norm_num_groups for channels in block_out_channels):
+            raise ValueError(f"every block_out_channels entry {block_out_channels} must divide by {norm_num_groups}")
+        downscale = 2 ** len(block_out_channels)
+        if sample_size % downscale:
+            raise ValueError(
+                f"sample_size {sample_size} must be divisible by 2 ** len(block_out_channels) = {downscale}"
+            )
+
+        channels = list(block_out_channels)
+        self.bottleneck_size = sample_size // downscale
+        # Decoder stage i is modulated on its input, which has channels[i] channels: one scale/shift per stage.
+        self.modulation_channels = channels[::-1]
+        modulation_dim = sum(channels)
+
+        self.conv_in = ResidualConvBlock(in_channels, channels[0], norm_num_groups)
+        self.down_stages = nn.ModuleList(
+            DownStage(channels[max(i - 1, 0)], channels[i], layers_per_block, norm_num_groups)
+            for i in range(len(channels))
+        )
+        # Paper A's 1x1 -> bottleneck ConvTranspose2d(k, stride=k) on a 1x1 input is exactly this linear map.
+        self.bottleneck_up = nn.Linear(channels[-1], channels[-1] * self.bottleneck_size**2)
+        self.bottleneck_norm = nn.GroupNorm(norm_num_groups, channels[-1])
+        self.up_stages = nn.ModuleList(
+            UpStage(2 * channels[i], channels[max(i - 1, 0)], layers_per_block, norm_num_groups)
+            for i in reversed(range(len(channels)))
+        )
+        self.conv_out = nn.Sequential(
+            nn.Conv2d(2 * channels[0], channels[0], 3, padding=1),
+            nn.GroupNorm(norm_num_groups, channels[0]),
+            nn.GELU(),
+            nn.Conv2d(channels[0], in_channels, 3, padding=1),
+        )
+
+        self.time_proj = Timesteps(channels[0], flip_sin_to_cos=True, downscale_freq_shift=0)
+        self.time_embedding = TimestepEmbedding(channels[0], modulation_dim, act_fn="gelu")
+        self.concept_embedding = ConceptEmbedding(
+            space,
+            modulation_dim,
+            continuous_concepts=continuous_concepts if conditioning == "full" else None,
+            use_null=concept_dropout > 0,
+        )
+
+    @property
+    def concept_space(self) -> ConceptSpace:
+        """The model's concept space (variables and value names, in tuple order)."""
+        return self.concept_embedding.space
+
+    @property
+    def has_null_embeddings(self) -> bool:
+        """Whether the model learned null concepts (``concept_dropout > 0``), needed for classifier-free guidance."""
+        return self.concept_embedding.null_embedding is not None
+
+    def forward(
+        self,
+        sample: torch.Tensor,
+        timestep: torch.Tensor | float | int,
+        concepts: torch.Tensor,
+        concept_values: torch.Tensor | None = None,
+        drop_mask: torch.Tensor | None = None,
+        return_dict: bool = True,
+    ) -> UNet2DOutput | tuple[torch.Tensor]:
+        r"""Predict the noise in ``sample``.
+
+        Args:
+            sample: Noisy images ``(B, C, H, W)``.
+            timestep: Diffusion step, a number or a ``(B,)`` / scalar tensor.
+            concepts: Class index per variable, ``(B, V)`` long.
+            concept_values: ``full`` mode only: per-image values of the continuous variables ``(B, D)`` in variable
+                order (shapes: RGB then size); ``None`` uses the canonical class values.
+            drop_mask: ``(B, V)`` bool; ``True`` replaces that concept by its null embedding. In training mode with
+                ``concept_dropout > 0`` and no mask, one is drawn with probability ``concept_dropout``.
+            return_dict: Return a :class:`UNet2DOutput` rather than a tuple.
+        """
+        batch_size = sample.shape[0]
+        if concepts.shape[:1] != (batch_size,):
+            raise ValueError(f"concepts has batch size {concepts.shape[0]} but sample has {batch_size}")
+        if self.training and drop_mask is None and self.config.concept_dropout > 0:
+            drop_mask = torch.rand(concepts.shape, device=concepts.device) < self.config.concept_dropout
+
+        timesteps = torch.as_tensor(timestep, device=sample.device)
+        if timesteps.ndim == 0:
+            timesteps = timesteps.expand(batch_size)
+        time_emb = self.time_embedding(self.time_proj(timesteps).to(self.dtype))
+        concept_scale = self.concept_embedding(concepts, concept_values, drop_mask).sum(dim=1)
+        time_shifts = time_emb.split(self.modulation_channels, dim=1)
+        concept_scales = concept_scale.split(self.modulation_channels, dim=1)
+
+        x_in = self.conv_in(sample)
+        skips = []
+        h = x_in
+        for stage in self.down_stages:
+            h = stage(h)
+            skips.append(h)
+
+        pooled = F.gelu(h.mean(dim=(2, 3)))
+        h = self.bottleneck_up(pooled).reshape(batch_size, -1, self.bottleneck_size, self.bottleneck_size)
+        h = F.gelu(self.bottleneck_norm(h))
+        for stage, skip, scale, shift in zip(self.up_stages, reversed(skips), concept_scales, time_shifts, strict=True):
+            h = torch.addcmul(shift[:, :, None, None], h, scale[:, :, None, None])
+            h = stage(h, skip)
+        out = self.conv_out(torch.cat([h, x_in], dim=1))
+
+        if not return_dict:
+            return (out,)
+        return UNet2DOutput(sample=out)

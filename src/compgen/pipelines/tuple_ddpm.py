@@ -1,0 +1,129 @@
+"""Sampling images of concept classes from a :class:`TupleConditionedUNet2DModel` with any diffusers scheduler."""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+from diffusers import DDPMScheduler
+from diffusers.pipelines.pipeline_utils import DiffusionPipeline, ImagePipelineOutput
+from diffusers.schedulers.scheduling_utils import SchedulerMixin
+from diffusers.utils.torch_utils import randn_tensor
+
+from ..models.tuple_unet import TupleConditionedUNet2DModel
+from .conditioning import ConceptPrompts, parse_concept_prompts
+
+OUTPUT_TYPES = ("pil", "np", "pt")
+
+
+def paper_ddpm_scheduler(num_train_timesteps: int = 500) -> DDPMScheduler:
+    """Paper A's noise schedule: DDPM, T = 500, linear betas 1e-4 .. 0.02, epsilon prediction."""
+    return DDPMScheduler(
+        num_train_timesteps=num_train_timesteps,
+        beta_start=1e-4,
+        beta_end=0.02,
+        beta_schedule="linear",
+        prediction_type="epsilon",
+    )
+
+
+class TupleConditionedDDPMPipeline(DiffusionPipeline):
+    r"""Generate images of concept classes (``"111"``, ``(1, 1, 1)``) with a tuple-conditioned U-Net.
+
+    Images are modelled in ``[-1, 1]``. Any diffusers scheduler trained on the same noise schedule swaps in with
+    ``DDIMScheduler.from_config(pipe.scheduler.config)``.
+
+    Args:
+        unet: The denoiser; its config holds the concept space that prompts are validated against.
+        scheduler: A diffusers scheduler, e.g. :func:`paper_ddpm_scheduler`.
+    """
+
+    model_cpu_offload_seq = "unet"
+
+    def __init__(self, unet: TupleConditionedUNet2DModel, scheduler: SchedulerMixin) -> None:
+        super().__init__()
+        self.register_modules(unet=unet, scheduler=scheduler)
+
+    @torch.no_grad()
+    def __call__(
+        self,
+        concepts: ConceptPrompts,
+        num_images_per_prompt: int = 1,
+        num_inference_steps: int | None = None,
+        guidance_scale: float = 1.0,
+        generator: torch.Generator | list[torch.Generator] | None = None,
+        output_type: str = "pil",
+        return_dict: bool = True,
+        concept_values: torch.Tensor | None = None,
+    ) -> ImagePipelineOutput | tuple:
+        r"""Sample ``num_images_per_prompt`` images of each concept class.
+
+        Args:
+            concepts: ``"111"``, ``(1, 1, 1)``, ``{"shape": "triangle", ...}`` or a list of those.
+            num_images_per_prompt: Images per class; the output lists each class's images together, in order.
+            num_inference_steps: Denoising steps; defaults to the scheduler's ``num_train_timesteps``.
+            guidance_scale: Classifier-free guidance weight ``w`` in ``eps_null + w * (eps_cond - eps_null)``;
+                1 disables guidance. Needs a model trained with ``concept_dropout > 0``.
+            generator: Generator(s) for the initial noise and stochastic scheduler steps (reproducibility).
+            output_type: ``"pil"`` (list of images), ``"np"`` (``(B, H, W, C)`` floats in [0, 1]) or ``"pt"``
+                (``(B, C, H, W)`` tensor in [0, 1]).
+            return_dict: Return an :class:`ImagePipelineOutput` rather than a tuple.
+            concept_values: ``full``-conditioning models only: continuous values ``(num_prompts, D)`` or
+                ``(num_prompts * num_images_per_prompt, D)``; ``None`` uses the canonical class values.
+        """
+        if output_type not in OUTPUT_TYPES:
+            raise ValueError(f"output_type must be one of {OUTPUT_TYPES}, got {output_type!r}")
+        do_guidance = guidance_scale != 1.0
+        if do_guidance and not self.unet.has_null_embeddings:
+            raise ValueError(
+                "classifier-free guidance (guidance_scale != 1) needs a model trained with concept_dropout > 0, "
+                "which learns the null concepts; this model's concept_dropout is 0"
+            )
+        device = self._execution_device
+        classes = parse_concept_prompts(self.unet.concept_space, concepts, num_images_per_prompt).to(device)
+        batch_size = classes.shape[0]
+        if concept_values is not None:
+            concept_values = torch.as_tensor(concept_values)
+            if concept_values.ndim == 2 and concept_values.shape[0] * num_images_per_prompt == batch_size:
+                concept_values = concept_values.repeat_interleave(num_images_per_prompt, dim=0)
+            concept_values = concept_values.to(device=device, dtype=self.unet.dtype)
+        # An explicit mask keeps sampling free of concept dropout even if the model is left in training mode.
+        drop_mask = torch.zeros_like(classes, dtype=torch.bool) if self.unet.has_null_embeddings else None
+        if do_guidance:
+            classes = torch.cat([classes, classes])
+            drop_mask = torch.cat([drop_mask, torch.ones_like(drop_mask)])
+            if concept_values is not None:
+                concept_values = torch.cat([concept_values, concept_values])
+
+        config = self.unet.config
+        image_shape = (batch_size, config.in_channels, config.sample_size, config.sample_size)
+        image = randn_tensor(image_shape, generator=generator, device=device, dtype=self.unet.dtype)
+        image = image * self.scheduler.init_noise_sigma
+
+        self.scheduler.set_timesteps(num_inference_steps or self.scheduler.config.num_train_timesteps, device=device)
+        step_kwargs = self._step_kwargs(generator)
+        for t in self.progress_bar(self.scheduler.timesteps):
+            model_input = torch.cat([image, image]) if do_guidance else image
+            model_input = self.scheduler.scale_model_input(model_input, t)
+            noise_pred = self.unet(model_input, t, classes, concept_values=concept_values, drop_mask=drop_mask).sample
+            if do_guidance:
+                noise_cond, noise_null = noise_pred.chunk(2)
+                noise_pred = noise_null + guidance_scale * (noise_cond - noise_null)
+            image = self.scheduler.step(noise_pred, t, image, **step_kwargs).prev_sample
+
+        image = (image / 2 + 0.5).clamp(0, 1)
+        if output_type != "pt":
+            image = image.cpu().permute(0, 2, 3, 1).float().numpy()
+            if output_type == "pil":
+                image = self.numpy_to_pil(image)
+        self.maybe_free_model_hooks()
+
+        if not return_dict:
+            return (image,)
+        return ImagePipelineOutput(images=image)
+
+    def _step_kwargs(self, generator: torch.Generator | list[torch.Generator] | None) -> dict:
+        """Pass ``generator`` to ``scheduler.step`` only if this scheduler accepts one (not all do)."""
+        if "generator" in inspect.signature(self.scheduler.step).parameters:
+            return {"generator": generator}
+        return {}

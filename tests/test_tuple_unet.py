@@ -1,0 +1,180 @@
+"""TupleConditionedUNet2DModel and ConceptEmbedding: shapes, conditioning modes, null concepts, validation."""
+
+import pytest
+import torch
+
+from compgen import shapes_space
+from compgen.models.concept_embedding import ConceptEmbedding
+from compgen.models.tuple_unet import TupleConditionedUNet2DModel, shapes_continuous_concepts
+
+SPACE = shapes_space()
+TINY = {"block_out_channels": (8, 16), "layers_per_block": 1}
+
+
+def make_unet(**kwargs) -> TupleConditionedUNet2DModel:
+    torch.manual_seed(0)
+    config = {"concept_space": SPACE.to_dict(), **TINY, **kwargs}
+    if config.get("conditioning") == "full":
+        config.setdefault("continuous_concepts", shapes_continuous_concepts(SPACE))
+    return TupleConditionedUNet2DModel(**config).eval()
+
+
+def batch(size: int = 4, sample_size: int = 28):
+    generator = torch.Generator().manual_seed(1)
+    sample = torch.randn(size, 3, sample_size, sample_size, generator=generator)
+    concepts = torch.tensor([[0, 0, 0], [1, 1, 1], [0, 1, 0], [1, 0, 1]])[:size]
+    return sample, torch.tensor([10, 100, 250, 499])[:size], concepts
+
+
+def test_shapes_continuous_concepts_matches_renderer_tables():
+    table = shapes_continuous_concepts(SPACE)
+    assert table == {"color": [[0.9, 0.1, 0.1], [0.1, 0.1, 0.9]], "size": [[2.7], [1.6]]}
+    assert len(shapes_continuous_concepts(shapes_space(num_colors=3))["color"]) == 3
+
+
+@pytest.mark.parametrize("sample_size, block_out_channels", [(28, (8, 16)), (32, (8, 16)), (64, (8, 8, 16))])
+@pytest.mark.parametrize("mode", [{"conditioning": "quantized"}, {"conditioning": "full"}, {"concept_dropout": 0.1}])
+def test_forward_shapes(sample_size, block_out_channels, mode):
+    unet = make_unet(sample_size=sample_size, block_out_channels=block_out_channels, **mode)
+    sample, timesteps, concepts = batch(sample_size=sample_size)
+    out = unet(sample, timesteps, concepts).sample
+    assert out.shape == sample.shape
+    assert torch.isfinite(out).all()
+    (tuple_out,) = unet(sample, 7, concepts, return_dict=False)  # a plain int timestep broadcasts
+    assert tuple_out.shape == sample.shape
+
+
+def test_conditioning_changes_output_quantized_and_full():
+    sample, timesteps, concepts = batch()
+    unet = make_unet()
+    flipped = concepts.clone()
+    flipped[:, 1] = 1 - flipped[:, 1]  # change only the color
+    assert not torch.allclose(unet(sample, timesteps, concepts).sample, unet(sample, timesteps, flipped).sample)
+
+    full = make_unet(conditioning="full")
+    canonical = full(sample, timesteps, concepts).sample
+    rgb = torch.tensor(shapes_continuous_concepts(SPACE)["color"])[concepts[:, 1]]
+    size = torch.tensor(shapes_continuous_concepts(SPACE)["size"])[concepts[:, 2]]
+    explicit = full(sample, timesteps, concepts, concept_values=torch.cat([rgb, size], dim=1)).sample
+    torch.testing.assert_close(explicit, canonical)  # None means the canonical class values
+    jittered = full(sample, timesteps, concepts, concept_values=torch.cat([rgb * 0.5, size + 0.3], dim=1)).sample
+    assert not torch.allclose(jittered, canonical)
+
+
+def test_full_mode_uses_values_not_indices_for_continuous_variables():
+    full = make_unet(conditioning="full")
+    sample, timesteps, concepts = batch(2)
+    values = torch.tensor([[0.5, 0.5, 0.5, 2.0], [0.5, 0.5, 0.5, 2.0]])
+    other = concepts.clone()
+    other[:, 1:] = 1 - other[:, 1:]  # color and size indices change, their values do not
+    torch.testing.assert_close(
+        full(sample, timesteps, concepts, concept_values=values).sample,
+        full(sample, timesteps, other, concept_values=values).sample,
+    )
+
+
+def test_drop_mask_uses_learned_null():
+    unet = make_unet(concept_dropout=0.1)
+    sample, timesteps, concepts = batch()
+    all_dropped = torch.ones_like(concepts, dtype=torch.bool)
+    # With every concept dropped the output no longer depends on the class.
+    out_a = unet(sample, timesteps, concepts, drop_mask=all_dropped).sample
+    out_b = unet(sample, timesteps, 1 - concepts, drop_mask=all_dropped).sample
+    torch.testing.assert_close(out_a, out_b)
+    assert not torch.allclose(out_a, unet(sample, timesteps, concepts).sample)
+
+    embedding = unet.concept_embedding
+    mask = torch.tensor([[True, False, False]]).expand(4, 3)
+    embedded = embedding(concepts, drop_mask=mask)
+    torch.testing.assert_close(embedded[:, 0], embedding.null_embedding[0].expand(4, -1))
+    torch.testing.assert_close(embedded[:, 1:], embedding(concepts)[:, 1:])
+
+
+def test_training_mode_samples_dropout_from_torch_rng():
+    unet = make_unet(concept_dropout=0.5).train()
+    sample, timesteps, concepts = batch()
+    torch.manual_seed(3)
+    first = unet(sample, timesteps, concepts).sample
+    torch.manual_seed(3)
+    torch.testing.assert_close(unet(sample, timesteps, concepts).sample, first)
+    torch.manual_seed(4)
+    assert not torch.allclose(unet(sample, timesteps, concepts).sample, first)
+    unet.eval()
+    torch.testing.assert_close(
+        unet(sample, timesteps, concepts).sample,
+        unet(sample, timesteps, concepts, drop_mask=torch.zeros_like(concepts, dtype=torch.bool)).sample,
+    )
+
+
+def test_gradients_reach_every_parameter():
+    unet = make_unet(conditioning="full", concept_dropout=0.3).train()
+    sample, timesteps, concepts = batch()
+    mask = torch.tensor([[True, True, True], [False, False, False], [True, False, True], [False, True, False]])
+    unet(sample, timesteps, concepts, drop_mask=mask).sample.square().mean().backward()
+    missing = [name for name, p in unet.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
+    assert missing == []
+
+
+def test_channels_last_and_bf16_autocast_match_fp32():
+    unet = make_unet()
+    sample, timesteps, concepts = batch()
+    reference = unet(sample, timesteps, concepts).sample
+    unet_cl = make_unet().to(memory_format=torch.channels_last)
+    out_cl = unet_cl(sample.contiguous(memory_format=torch.channels_last), timesteps, concepts).sample
+    torch.testing.assert_close(out_cl, reference, atol=1e-4, rtol=1e-4)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out_bf16 = unet(sample, timesteps, concepts).sample
+    assert out_bf16.shape == reference.shape
+    assert (out_bf16.float() - reference).abs().mean() < 0.05
+
+
+@pytest.mark.parametrize(
+    "concepts, match",
+    [
+        (torch.tensor([[0, 1]]), "shape \\(batch, 3\\)"),
+        (torch.tensor([[0, 2, 0]]), "'color'"),
+        (torch.tensor([[-1, 0, 0]]), "'shape'"),
+        (torch.tensor([[0.0, 1.0, 0.0]]), "integer"),
+    ],
+)
+def test_bad_concepts_raise(concepts, match):
+    unet = make_unet()
+    with pytest.raises(ValueError, match=match):
+        unet(torch.randn(1, 3, 28, 28), 1, concepts)
+
+
+def test_bad_values_masks_and_configs_raise():
+    sample, timesteps, concepts = batch(2)
+    with pytest.raises(ValueError, match="concept_values must have shape \\(2, 4\\)"):
+        make_unet(conditioning="full")(sample, timesteps, concepts, concept_values=torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="quantized"):
+        make_unet()(sample, timesteps, concepts, concept_values=torch.zeros(2, 4))
+    with pytest.raises(ValueError, match="no null embeddings"):
+        make_unet()(sample, timesteps, concepts, drop_mask=torch.zeros(2, 3, dtype=torch.bool))
+    with pytest.raises(ValueError, match="batch size"):
+        make_unet()(sample, timesteps, concepts[:1])
+    with pytest.raises(ValueError, match="continuous_concepts"):
+        TupleConditionedUNet2DModel(SPACE.to_dict(), conditioning="full")
+    with pytest.raises(ValueError, match="divisible"):
+        TupleConditionedUNet2DModel(SPACE.to_dict(), sample_size=30)
+    with pytest.raises(ValueError, match="conditioning"):
+        TupleConditionedUNet2DModel(SPACE.to_dict(), conditioning="binary")
+    with pytest.raises(ValueError, match="one non-empty value vector per class"):
+        ConceptEmbedding(SPACE.to_dict(), 8, continuous_concepts={"size": [[2.7]]})
+
+
+def test_save_load_round_trip(tmp_path):
+    unet = make_unet(conditioning="full", concept_dropout=0.1)
+    unet.save_pretrained(tmp_path)
+    assert (tmp_path / "diffusion_pytorch_model.safetensors").is_file()
+    loaded = TupleConditionedUNet2DModel.from_pretrained(tmp_path)
+    # Variable order must survive diffusers' sorted-key config JSON (shape, color, size is not alphabetical).
+    assert loaded.concept_space == SPACE
+    assert loaded.config.concept_space == [
+        ["shape", ["circle", "triangle"]],
+        ["color", ["red", "blue"]],
+        ["size", ["large", "small"]],
+    ]
+    assert loaded.config.continuous_concepts == shapes_continuous_concepts(SPACE)
+    sample, timesteps, concepts = batch()
+    torch.testing.assert_close(loaded(sample, timesteps, concepts).sample, unet(sample, timesteps, concepts).sample)
