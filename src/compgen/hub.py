@@ -11,7 +11,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-DEFAULT_IGNORE_PATTERNS: tuple[str, ...] = ("checkpoints/*", "checkpoint-*/*", ".*", "*/.*", "**/__pycache__/*")
+DEFAULT_IGNORE_PATTERNS: tuple[str, ...] = ("checkpoints/*", "**/__pycache__/*")
+"""Never uploaded: training checkpoints and caches. Hidden files and folders (``.name``) are never uploaded either."""
 
 
 def files_to_upload(folder: str | os.PathLike, ignore_patterns: Sequence[str] = DEFAULT_IGNORE_PATTERNS) -> list[str]:
@@ -20,14 +21,14 @@ def files_to_upload(folder: str | os.PathLike, ignore_patterns: Sequence[str] = 
     if not root.is_dir():
         raise ValueError(f"cannot upload {root}: not a directory")
     files = []
-    for path in sorted(root.rglob("*")):
-        if not path.is_file():
+    for path in root.rglob("*"):
+        relative = path.relative_to(root)
+        if not path.is_file() or any(part.startswith(".") for part in relative.parts):
             continue
-        rel = path.relative_to(root).as_posix()
-        if any(fnmatch.fnmatch(rel, pattern) for pattern in ignore_patterns):
-            continue
-        files.append(rel)
-    return files
+        name = relative.as_posix()
+        if not any(fnmatch.fnmatch(name, pattern) for pattern in ignore_patterns):
+            files.append(name)
+    return sorted(files)
 
 
 def upload_folder_to_hub(
@@ -35,11 +36,16 @@ def upload_folder_to_hub(
     repo_id: str,
     repo_type: str = "model",
     token: str | None = None,
-    private: bool = False,
+    private: bool | None = None,
     commit_message: str = "Upload with compgen",
     ignore_patterns: Sequence[str] = DEFAULT_IGNORE_PATTERNS,
-) -> list[str]:
-    """Create ``repo_id`` if needed and upload exactly :func:`files_to_upload` of ``folder``; returns that list."""
+    delete_patterns: Sequence[str] | None = None,
+):
+    """Create ``repo_id`` if needed and upload exactly :func:`files_to_upload` of ``folder`` in one commit.
+
+    ``delete_patterns`` removes remote files that match and are not re-uploaded (stale data shards).
+    Returns the ``CommitInfo``.
+    """
     from huggingface_hub import HfApi
 
     files = files_to_upload(folder, ignore_patterns)
@@ -47,11 +53,11 @@ def upload_folder_to_hub(
         raise ValueError(f"nothing to upload in {folder}")
     api = HfApi(token=token)
     api.create_repo(repo_id, repo_type=repo_type, private=private, exist_ok=True)
-    api.upload_folder(
+    return api.upload_folder(
         folder_path=str(folder),
         repo_id=repo_id,
         repo_type=repo_type,
         allow_patterns=files,
+        delete_patterns=list(delete_patterns) if delete_patterns else None,
         commit_message=commit_message,
     )
-    return files

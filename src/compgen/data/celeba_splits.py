@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import datasets
-from huggingface_hub import DatasetCard, DatasetCardData, HfApi
+from huggingface_hub import DatasetCard, DatasetCardData
 
+from .. import hub
 from ..io import atomic_write_bytes, atomic_write_text
 from .celeba import (
     PARTITION_NAMES,
@@ -208,10 +209,9 @@ def save_materialized_splits(
 
 def push_folder_to_hub(folder: str | os.PathLike, repo_id: str, private: bool, token: str | None = None) -> str:
     """Upload a folder written by :func:`write_hub_layout` as a dataset repository; returns the commit URL."""
-    api = HfApi(token=token)
-    api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
-    info = api.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type="dataset")
-    return str(info)
+    info = hub.upload_folder_to_hub(folder, repo_id, repo_type="dataset", token=token, private=private,
+                                    commit_message="Upload CelebA concept splits")
+    return str(info.commit_url)
 
 
 def materialize_split_definitions(

@@ -22,9 +22,10 @@ import numpy as np
 from datasets.info import DatasetInfo, DatasetInfosDict
 from datasets.splits import SplitDict, SplitInfo
 from datasets.utils.metadata import MetadataConfigs
-from huggingface_hub import CommitInfo, DatasetCard, DatasetCardData, HfApi
+from huggingface_hub import CommitInfo, DatasetCard, DatasetCardData
 from PIL import Image, ImageDraw, ImageFont
 
+from .. import hub
 from ..concepts import ConceptGraph
 from ..io import atomic_directory
 from ..shapes import ShapesBatch
@@ -269,12 +270,7 @@ def files_to_upload(export_dir: str | os.PathLike) -> list[str]:
     root = Path(export_dir)
     if not (root / "README.md").is_file():
         raise ValueError(f"{root} is not a dataset export: README.md is missing")
-    files = []
-    for path in root.rglob("*"):
-        relative = path.relative_to(root)
-        if path.is_file() and not any(part.startswith(".") for part in relative.parts):
-            files.append(relative.as_posix())
-    return sorted(files)
+    return hub.files_to_upload(root)
 
 
 def push_to_hub(
@@ -291,13 +287,12 @@ def push_to_hub(
     """
     files = files_to_upload(export_dir)
     config_dirs = sorted({name.split("/")[0] for name in files if name.endswith(".parquet")})
-    api = HfApi(token=token)
-    api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
-    return api.upload_folder(
-        repo_id=repo_id,
-        folder_path=export_dir,
+    return hub.upload_folder_to_hub(
+        export_dir,
+        repo_id,
         repo_type="dataset",
-        allow_patterns=files,
-        delete_patterns=[f"{name}/*" for name in config_dirs],
+        token=token,
+        private=private,
         commit_message=commit_message,
+        delete_patterns=[f"{name}/*" for name in config_dirs],
     )
