@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from accelerate.state import AcceleratorState, GradientState
+from conftest import reset_accelerate_state
 from diffusers import DDPMScheduler
 from safetensors.torch import load_file
 
@@ -16,14 +16,8 @@ from compgen.hub import files_to_upload
 from compgen.training.ddpm_task import DDPMTask
 from compgen.training.trainer import Trainer, TrainingConfig, list_checkpoints
 
+pytestmark = pytest.mark.usefixtures("fresh_accelerator_state")
 
-@pytest.fixture(autouse=True)
-def fresh_accelerator_state():
-    AcceleratorState._reset_state(True)
-    GradientState._reset_state()
-    yield
-    AcceleratorState._reset_state(True)
-    GradientState._reset_state()
 
 
 @pytest.fixture(scope="module")
@@ -87,8 +81,7 @@ def test_resume_after_a_crash_gives_the_weights_of_an_uninterrupted_run(small_da
     with pytest.raises(CrashAt):
         Trainer(config(crashed), make_task(data, crash_step=5), data, graph).train()
     assert [step for step, _ in list_checkpoints(crashed / "checkpoints")] == [3]
-    AcceleratorState._reset_state(True)
-    GradientState._reset_state()
+    reset_accelerate_state()
     # A fresh model (different init would not matter): resume restores weights, optimizer, EMA and data order.
     Trainer(config(crashed, resume_from_checkpoint="latest"), make_task(data), data, graph).train()
 

@@ -1,6 +1,8 @@
-"""Training data for every compgen script, from one of three sources, all through ``datasets``.
+"""Training data for every compgen script, from one of four sources, all through ``datasets``.
 
 - a concept-graph config name (``"okawa-h32-train1"``), built on the fly by the shapes builder;
+- ``"celeba"``: the CelebA concept splits built by :class:`~compgen.data.celeba.CelebAConcepts` from a local copy
+  (``data_dir=`` an official tree or ``parquet=`` a Parquet file, directory or Hub id);
 - a local directory in Hub layout (what ``dataset_scripts/publish_concept_graph.py`` writes);
 - a Hub dataset id (``"org/name"``), read with ``load_dataset``.
 
@@ -18,6 +20,9 @@ import numpy as np
 import torch
 
 from ..concepts import ConceptGraph, ConceptSpace, ConceptVariable
+
+CELEBA_SOURCE = "celeba"
+"""Source name of the CelebA concept splits; a local directory called ``celeba`` is read as ``./celeba``."""
 
 CONTINUOUS_COLUMNS: dict[str, str] = {"color": "color_rgb", "size": "size_value"}
 """Concept variable -> dataset column holding its exact per-image value ("full information" conditioning)."""
@@ -59,9 +64,18 @@ def concept_space_from_features(features) -> ConceptSpace:
 
 
 def load_concept_dataset(source: str, config_name: str | None = None, cache_dir: str | None = None, **overrides):
-    """A ``DatasetDict`` from a concept-graph config name, a local Hub-layout directory, or a Hub dataset id."""
+    """A ``DatasetDict`` from a concept-graph config name, ``"celeba"``, a local Hub-layout directory, or a Hub id.
+
+    ``overrides`` are builder options: shapes config fields, or for CelebA the source (``data_dir=`` or
+    ``parquet=`` with ``parquet_config=``) and config fields such as ``training_classes``; ``config_name`` is then
+    the CelebA builder config (``"default"`` 64 px, ``"cpu"`` 32 px).
+    """
     from datasets import load_dataset
 
+    if source == CELEBA_SOURCE:
+        from .celeba import load_celeba_concepts
+
+        return load_celeba_concepts(config_name=config_name or "default", cache_dir=cache_dir, **overrides)
     if Path(source).is_dir():
         return load_dataset(str(source), config_name, cache_dir=cache_dir)
     from .concept_graph_builder import ConceptGraphShapes, build_concept_graph_dataset
@@ -71,7 +85,7 @@ def load_concept_dataset(source: str, config_name: str | None = None, cache_dir:
     if "/" in source:
         return load_dataset(source, config_name, cache_dir=cache_dir)
     raise ValueError(
-        f"unknown dataset source {source!r}: not a directory, not a concept-graph config "
+        f"unknown dataset source {source!r}: not {CELEBA_SOURCE!r}, not a directory, not a concept-graph config "
         f"({sorted(ConceptGraphShapes.builder_configs)}) and not a Hub id (org/name)"
     )
 
@@ -107,10 +121,20 @@ def load_training_data(
     """Load ``split`` as tensors and the concept graph (nodes = classes of the ``test`` split when present)."""
     cache = str(cache_dir) if cache_dir else None
     dataset_dict = load_concept_dataset(source, config_name, cache_dir=cache, **overrides)
-    if split not in dataset_dict:
-        raise ValueError(f"split {split!r} not found; available: {list(dataset_dict)}")
-    data = to_tensors(dataset_dict[split])
+    return training_data_from(dataset_dict, split)
+
+
+def training_data_from(dataset_dict, split: str = "train") -> tuple[ConceptImageData, ConceptGraph]:
+    """``split`` of a loaded ``DatasetDict`` as tensors, and its concept graph (nodes = the ``test`` classes)."""
+    data = split_tensors(dataset_dict, split)
     nodes = None
     if "test" in dataset_dict:
         nodes = sorted(set(dataset_dict["test"]["concepts"]))
     return data, data.graph(nodes)
+
+
+def split_tensors(dataset_dict, split: str) -> ConceptImageData:
+    """One split of a loaded ``DatasetDict`` as tensors, with an error naming the available splits."""
+    if split not in dataset_dict:
+        raise ValueError(f"split {split!r} not found; available: {list(dataset_dict)}")
+    return to_tensors(dataset_dict[split])

@@ -1,0 +1,207 @@
+"""CelebA in the training scripts: loading, dataset defaults over presets, CNN probes, and a preset smoke run."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from celeba_fixtures import make_mini_celeba, write_hub_pm1_layout, write_official_tree
+
+from compgen import TupleConditionedDDPMPipeline
+from compgen.data.loading import load_concept_dataset, split_tensors, training_data_from
+from compgen.evaluation.probes import ConceptProbes
+from compgen.evaluation.train_probes import main as train_probes_main
+from compgen.evaluation.train_probes import probe_accuracy
+from compgen.training.script import (
+    DATASET_DEFAULTS,
+    add_celeba_arguments,
+    apply_dataset_defaults,
+    apply_preset,
+    celeba_builder_options,
+    check_image_size,
+    load_probes,
+)
+from compgen.training.trainer import add_training_arguments
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+TRAINING_CLASSES = ["000", "001", "010", "100"]
+LEVELS = {"000": 0, "001": 0, "010": 0, "100": 0, "011": 1, "101": 1, "110": 1, "111": 2}
+
+pytestmark = pytest.mark.usefixtures("fresh_accelerator_state")
+
+
+def load_example(name: str):
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+
+@pytest.fixture(scope="module")
+def mini():
+    # Enough train-partition images per class for a probe to learn the color-coded concepts in a few steps.
+    return make_mini_celeba(per_class=(16, 5, 2), extra_000_train=4)
+
+
+@pytest.fixture(scope="module")
+def celeba(mini, tmp_path_factory):
+    root = tmp_path_factory.mktemp("celeba")
+    return {"data_dir": str(write_official_tree(root / "official", mini)), "cache_dir": str(root / "hf-cache")}
+
+
+@pytest.fixture(scope="module")
+def splits(celeba):
+    return load_concept_dataset("celeba", "cpu", cache_dir=celeba["cache_dir"], data_dir=celeba["data_dir"])
+
+
+@pytest.fixture(scope="module")
+def trained_probes_dir(celeba, tmp_path_factory):
+    output = tmp_path_factory.mktemp("probes") / "celeba-probes"
+    accuracy = train_probes_main(["--dataset", "celeba", "--celeba_dir", celeba["data_dir"], "--celeba_config", "cpu",
+                                  "--cache-dir", celeba["cache_dir"], "--output-dir", str(output)])
+    return output, accuracy
+
+
+def test_celeba_training_data_has_the_concept_space_graph_and_levels(mini, splits):
+    train_data, graph = training_data_from(splits)
+    assert train_data.space.to_dict() == {"gender": ["female", "male"], "smile": ["smiling", "not_smiling"],
+                                          "hair": ["black", "blond"]}
+    assert train_data.class_strings() == TRAINING_CLASSES
+    assert train_data.image_size == 32 and train_data.images.dtype == torch.uint8
+    assert train_data.images.shape[1:] == (32, 32, 3)
+    assert train_data.concept_values is None  # binary labels only: no "full" conditioning values
+    expected = [mini.class_of(i) for i in np.flatnonzero(mini.partitions == 0)]
+    assert len(train_data) == sum(expected.count(c) for c in TRAINING_CLASSES)
+    assert sorted(graph.format(c) for c in graph.nodes) == sorted(LEVELS)
+    assert graph.levels == LEVELS
+    # the probe splits see every composition; the generator's train split does not
+    assert split_tensors(splits, "probe_train").class_strings() == sorted(LEVELS)
+    assert split_tensors(splits, "probe_val").class_strings() == sorted(LEVELS)
+
+
+def test_parquet_mirror_flags_load_the_same_training_split(mini, splits, tmp_path):
+    parquet = write_hub_pm1_layout(tmp_path / "hub", mini)
+    args = script_parser().parse_args(["--dataset", "celeba", "--celeba_parquet", str(parquet)])
+    from_parquet = load_concept_dataset("celeba", "cpu", cache_dir=str(tmp_path / "cache"),
+                                        **celeba_builder_options(args))
+    assert from_parquet["train"]["image_id"] == splits["train"]["image_id"]
+    assert from_parquet["test"]["concepts"] == splits["test"]["concepts"]
+
+
+def script_parser(with_unet_options: bool = True) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--dataset", default="okawa-h32-train1")
+    parser.add_argument("--dataset_config", default=None)
+    if with_unet_options:
+        parser.add_argument("--block_out_channels", default="64,128")
+        parser.add_argument("--conditioning", default="full")
+        parser.add_argument("--eval_inference_steps", type=int, default=20)
+    add_celeba_arguments(parser)
+    add_training_arguments(parser)
+    return parser
+
+
+def parse_layered(argv: list[str], presets: dict, with_unet_options: bool = True) -> argparse.Namespace:
+    parser = script_parser(with_unet_options)
+    parser.add_argument("--preset", default=None)
+    preset = apply_preset(parser, presets, argv)
+    apply_dataset_defaults(parser, preset, argv)
+    return parser.parse_args(argv)
+
+
+def test_dataset_defaults_layer_over_the_preset_and_flags_win():
+    presets = load_example("train_tuple_unet").PRESETS
+    quick = parse_layered(["--preset", "cpu-quick", "--dataset", "celeba"], presets)
+    assert (quick.celeba_config, quick.conditioning) == ("cpu", "quantized")
+    assert quick.block_out_channels == presets["cpu-quick"]["block_out_channels"]  # the preset's width stays
+    paper = parse_layered(["--preset", "paper", "--dataset=celeba"], presets)
+    assert (paper.celeba_config, paper.conditioning) == ("default", "quantized")
+    assert paper.block_out_channels == DATASET_DEFAULTS["celeba"]["paper"]["block_out_channels"]
+    assert paper.train_batch_size == presets["paper"]["train_batch_size"]
+    explicit = parse_layered(["--preset", "paper", "--dataset", "celeba", "--celeba_config", "cpu",
+                              "--block_out_channels", "32,64", "--conditioning", "full"], presets)
+    assert (explicit.celeba_config, explicit.block_out_channels, explicit.conditioning) == ("cpu", "32,64", "full")
+    shapes = parse_layered(["--preset", "paper"], presets)
+    assert (shapes.block_out_channels, shapes.conditioning) == (presets["paper"]["block_out_channels"], "full")
+    # a script without U-Net options still gets the dataset-level options it has
+    other = parse_layered(["--preset", "cpu-quick", "--dataset", "celeba"], {"cpu-quick": {}}, with_unet_options=False)
+    assert other.celeba_config == "cpu" and not hasattr(other, "block_out_channels")
+
+
+def test_every_celeba_default_fits_the_unet_at_its_image_size():
+    presets = load_example("train_tuple_unet").PRESETS
+    sizes = {"default": 64, "cpu": 32}
+    for preset in presets:
+        args = parse_layered(["--preset", preset, "--dataset", "celeba"], presets)
+        check_image_size(args, sizes[args.celeba_config], "celeba")
+    with pytest.raises(ValueError, match="divisible by 8"):
+        check_image_size(argparse.Namespace(block_out_channels="32,64,64"), 28, "okawa-h32-train1")
+    check_image_size(argparse.Namespace(vq_block_out_channels="32,64,64"), 28, "okawa-h32-train1")  # downsampling 4
+    with pytest.raises(ValueError, match="--vq_block_out_channels 32,64,64,64 halves the images 3 times"):
+        check_image_size(argparse.Namespace(vq_block_out_channels="32,64,64,64"), 28, "okawa-h32-train1")
+
+
+def test_celeba_flags_are_checked():
+    parser = script_parser()
+    with pytest.raises(ValueError, match="exactly one of --celeba_dir"):
+        celeba_builder_options(parser.parse_args(["--dataset", "celeba"]))
+    with pytest.raises(ValueError, match="exactly one of --celeba_dir"):
+        celeba_builder_options(parser.parse_args(["--dataset", "celeba", "--celeba_dir", "a", "--celeba_parquet", "b"]))
+    with pytest.raises(ValueError, match="only apply to --dataset celeba"):
+        celeba_builder_options(parser.parse_args(["--celeba_dir", "/data/celeba"]))
+    hub = parser.parse_args(["--dataset", "celeba", "--celeba_parquet", "org/celeba", "--dataset_config", "attr",
+                             "--celeba_training_classes", "000, 011,101,110"])
+    assert celeba_builder_options(hub) == {"parquet": "org/celeba", "parquet_config": "attr",
+                                           "training_classes": ("000", "011", "101", "110")}
+    assert celeba_builder_options(parser.parse_args([])) == {}
+
+
+def test_celeba_never_falls_back_to_the_shapes_linear_probes(splits):
+    train_data, _ = training_data_from(splits)
+    with pytest.raises(ValueError, match="--probes_path"):
+        load_probes(None, train_data, seed=0)
+
+
+def test_train_probes_command_saves_cnn_probes_with_probe_val_accuracy(trained_probes_dir, splits, capsys):
+    output, accuracy = trained_probes_dir
+    assert set(accuracy) == {"gender", "smile", "hair", "all"}
+    assert min(accuracy.values()) >= 0.9, accuracy
+    metadata = json.loads((output / "probe_training.json").read_text())
+    assert metadata["accuracy_split"] == "probe_val" and metadata["celeba_config"] == "cpu"
+    reloaded = ConceptProbes.from_pretrained(output)
+    assert reloaded.config.probe_type == "cnn"
+    assert probe_accuracy(reloaded, split_tensors(splits, "probe_val")) == accuracy
+
+
+def test_cpu_quick_preset_trains_on_celeba_and_writes_a_pipeline_and_card(celeba, tmp_path, caplog):
+    output = tmp_path / "unet"
+    with caplog.at_level("INFO", logger="compgen.training.script"):
+        load_example("train_tuple_unet").main([
+        "--preset", "cpu-quick", "--dataset", "celeba", "--celeba_dir", celeba["data_dir"],
+            "--cache_dir", celeba["cache_dir"], "--output_dir", str(output), "--max_train_steps", "3",
+            "--eval_steps", "3", "--eval_images_per_class", "2", "--eval_inference_steps", "2",
+            "--train_batch_size", "8", "--block_out_channels", "8,16", "--num_train_timesteps", "20",
+            "--mixed_precision", "no",
+        ])  # fmt: skip
+    # Without --probes_path the run trained CNN probes on probe_train and logged their probe_val accuracy.
+    pattern = r"probe_val accuracy \(\d+ images\): gender ([\d.]+), smile ([\d.]+), hair ([\d.]+)"
+    logged = re.search(pattern, caplog.text)
+    assert logged, caplog.text
+    assert min(float(v) for v in logged.groups()) >= 0.9, logged.group(0)
+    pipe = TupleConditionedDDPMPipeline.from_pretrained(output)
+    assert pipe.unet.config.sample_size == 32 and pipe.unet.config.conditioning == "quantized"
+    assert [name for name, _ in pipe.unet.config.concept_space] == ["gender", "smile", "hair"]
+    images = pipe("111", num_inference_steps=2, output_type="np").images
+    assert images.shape == (1, 32, 32, 3) and np.isfinite(images).all()
+    records = [json.loads(line) for line in (output / "learning_dynamics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [3]
+    card = (output / "README.md").read_text()
+    assert "celeba-cpu" in card
+    assert "| 2 | 111 |" in card
