@@ -89,3 +89,24 @@ def test_sample_files_written(probes, tmp_path):
     tracker.evaluate(renderer_generator(GRAPH.space), step=7)
     with np.load(tmp_path / "samples_step00000007.npz") as data:
         assert data["images"].shape == (16, 28, 28, 3) and list(data["classes"][:2]) == ["000", "000"]
+
+
+def test_samples_without_an_object_count_as_wrong(probes):
+    from compgen import get_split_preset as preset
+    from compgen.evaluation.preprocessing import object_present
+    from compgen.shapes import render_classes
+
+    # Every real image shows an object, including small shapes and black backgrounds.
+    for name in ("H32-train1", "H42-train1"):
+        graph = preset(name).graph()
+        batch = render_classes(graph.space, [c for c in graph.nodes for _ in range(50)], seed=5)
+        assert object_present(batch.images).all()
+    rng = np.random.default_rng(0)
+    blank = np.full((8, 28, 28, 3), 255, dtype=np.uint8)
+    noise = np.clip(127 + rng.normal(0, 40, (8, 28, 28, 3)), 0, 255).astype(np.uint8)
+    assert not object_present(blank).any() and not object_present(noise).any()
+
+    tracker = LearningDynamicsTracker(GRAPH, probes, num_images_per_class=10)
+    record = tracker.evaluate(lambda concepts, seed: np.full((len(concepts), 28, 28, 3), 240, np.uint8), step=1)
+    assert all(value == 0.0 for value in record["accuracy"].values())
+    assert all(value == 0.0 for value in record["object_rate"].values())

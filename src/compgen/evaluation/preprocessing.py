@@ -51,6 +51,18 @@ def ink_weights(images: torch.Tensor, background: torch.Tensor) -> torch.Tensor:
     return (distance - noise_floor[:, None, None]).clamp_(min=0.0)
 
 
+def object_present(images: ImageInput, min_pixels: int = 8, threshold: float = 0.2) -> torch.Tensor:
+    """Bool ``(N,)``: whether an image shows an object, i.e. at least ``min_pixels`` pixels whose ink exceeds
+    ``threshold``. A blank or pure-noise sample has no concepts, so it must count as wrong, not as whatever class
+    the probes happen to guess for it (they tend to guess "small" on empty frames). Every real shapes image passes.
+    """
+    x = to_float_images(images)
+    if len(x) == 0:
+        return torch.zeros(0, dtype=torch.bool)
+    weights = ink_weights(x, estimate_background(x))
+    return (weights > threshold).sum(dim=(1, 2)) >= min_pixels
+
+
 def center_objects(images: ImageInput, blur_sigma: float = 0.0) -> torch.Tensor:
     """Translate each image so that its ink centroid lands on the image center; blur it if ``blur_sigma`` > 0.
 

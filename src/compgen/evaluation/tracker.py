@@ -29,6 +29,7 @@ from .metrics import (
     multiplicative_accuracy,
     probability_product_accuracy,
 )
+from .preprocessing import object_present
 from .probes import ConceptProbes
 
 Generator = Callable[[list[str], int], np.ndarray]
@@ -48,6 +49,8 @@ class LearningDynamicsTracker:
         sample_dir: if given, the first ``samples_per_class`` images of every class are saved there per
             evaluation (``samples_step{step:08d}.npz``) for image grids over time.
         samples_per_class: images per class kept in ``sample_dir``.
+        require_object: count samples that show no object (blank or noise) as wrong on every concept; default:
+            on for probes that center objects (the shapes data), off otherwise (faces fill the frame).
     """
 
     def __init__(
@@ -60,6 +63,7 @@ class LearningDynamicsTracker:
         batch_size: int = 512,
         sample_dir: str | os.PathLike | None = None,
         samples_per_class: int = 4,
+        require_object: bool | None = None,
     ) -> None:
         if tuple(probes.space.to_dict().items()) != tuple(graph.space.to_dict().items()):
             raise ValueError(
@@ -75,6 +79,7 @@ class LearningDynamicsTracker:
         self.batch_size = batch_size
         self.sample_dir = Path(sample_dir) if sample_dir is not None else None
         self.samples_per_class = samples_per_class
+        self.require_object = bool(probes.config.center_objects) if require_object is None else require_object
         self.class_names = [graph.format(c) for c in graph.nodes]
         self.levels = graph.levels
         self.chance = chance_accuracy(graph.space.cardinalities)
@@ -98,14 +103,21 @@ class LearningDynamicsTracker:
         generate_seconds = time.perf_counter() - eval_start
         probabilities = [p.numpy() for p in self.probes.predict_proba(images, batch_size=self.batch_size)]
         predictions = np.stack([p.argmax(axis=1) for p in probabilities], axis=1)
+        has_object = np.ones(len(images), dtype=bool)
+        if self.require_object:
+            # A sample without an object has none of its class's concepts: every concept counts as wrong.
+            has_object = object_present(images).numpy()
+            predictions[~has_object] = -1
+            probabilities = [np.where(has_object[:, None], p, 0.0) for p in probabilities]
 
-        accuracy, additive, prob_product, per_concept = {}, {}, {}, {}
+        accuracy, additive, prob_product, per_concept, object_rate = {}, {}, {}, {}, {}
         for i, (name, node) in enumerate(zip(self.class_names, self.graph.nodes, strict=True)):
             rows = slice(i * n, (i + 1) * n)
             target = np.asarray(node)
             accuracy[name] = multiplicative_accuracy(predictions[rows], target)
             additive[name] = additive_accuracy(predictions[rows], target)
             prob_product[name] = probability_product_accuracy([p[rows] for p in probabilities], target)
+            object_rate[name] = float(has_object[rows].mean())
             per_concept[name] = dict(
                 zip(self.graph.space.names, map(float, concept_accuracies(predictions[rows], target)), strict=True)
             )
@@ -125,6 +137,7 @@ class LearningDynamicsTracker:
             "additive_accuracy": additive,
             "prob_product_accuracy": prob_product,
             "concept_accuracy": per_concept,
+            "object_rate": object_rate,
             "level_accuracy": {str(k): v for k, v in level_means(accuracy, self.levels).items()},
         }
         self.records.append(record)
