@@ -53,19 +53,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--conditioning", default="full", choices=["full", "quantized"])
     parser.add_argument("--concept_dropout", type=float, default=0.0)
     parser.add_argument("--num_train_timesteps", type=int, default=500)
+    parser.add_argument("--prediction_type", default="epsilon", choices=["epsilon", "v_prediction", "sample"])
+    parser.add_argument("--layers_per_block", type=int, default=2)
     parser.add_argument("--eval_inference_steps", type=int, default=20)
     args, config, run = prepare_run(parser, PRESETS, argv)
 
     unet = TupleConditionedUNet2DModel(
         sample_size=run.train_data.image_size,
         block_out_channels=tuple(int(w) for w in args.block_out_channels.split(",")),
+        layers_per_block=args.layers_per_block,
         concept_space=run.train_data.space.to_dict(),
         conditioning=args.conditioning,
         continuous_concepts=run.continuous_concepts if args.conditioning == "full" else {},
         concept_dropout=args.concept_dropout,
     )
     scheduler = DDPMScheduler(
-        num_train_timesteps=args.num_train_timesteps, beta_start=1e-4, beta_end=0.02, beta_schedule="linear"
+        num_train_timesteps=args.num_train_timesteps,
+        beta_start=1e-4,
+        beta_end=0.02,
+        beta_schedule="linear",
+        prediction_type=args.prediction_type,
     )
     task = DDPMTask(unet, scheduler, eval_inference_steps=args.eval_inference_steps)
     run.train(task)

@@ -27,7 +27,7 @@ from .tuple_unet import CONDITIONING_MODES
 @dataclass
 class MaskGITTransformerOutput(BaseOutput):
     """``logits`` ``(B, L, codebook_size)`` over the image tokens; ``hidden_states`` (when asked): a tuple of
-    ``num_layers + 1`` tensors ``(B, L, hidden_size)`` over the image tokens, the embeddings then each block's output."""
+    ``num_layers + 1`` tensors ``(B, L, hidden_size)`` over the image tokens: the embeddings, then each block."""
 
     logits: torch.Tensor
     hidden_states: tuple[torch.Tensor, ...] | None = None

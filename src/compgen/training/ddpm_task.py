@@ -15,7 +15,8 @@ from .trainer import TrainingTask
 
 
 class DDPMTask(TrainingTask):
-    """MSE between the true and the predicted noise at a uniformly drawn timestep, conditioned on the tuple.
+    """MSE between the true and the predicted noise at a uniformly drawn timestep, conditioned on the tuple
+    (or, per the scheduler's ``prediction_type``, the velocity ``v`` or the clean sample).
 
     Evaluation samples with DDIM (``eval_inference_steps`` steps) from the same trained noise schedule: it
     scores like full DDPM sampling on this data at a fraction of the cost (REFERENCE.md, measured).
@@ -50,8 +51,16 @@ class DDPMTask(TrainingTask):
             drop_mask = torch.rand(batch["concepts"].shape, generator=generator) < dropout
         values = batch.get("concept_values") if self.use_full_conditioning else None
         prediction = model(noisy, timesteps, batch["concepts"], concept_values=values, drop_mask=drop_mask).sample
-        loss = F.mse_loss(prediction.float(), noise)
-        return loss, {}
+        prediction_type = self.scheduler.config.prediction_type
+        if prediction_type == "epsilon":
+            target = noise
+        elif prediction_type == "v_prediction":
+            target = alpha_bar.sqrt() * noise - (1.0 - alpha_bar).sqrt() * images
+        elif prediction_type == "sample":
+            target = images
+        else:
+            raise ValueError(f"unsupported prediction_type {prediction_type!r}; use epsilon, v_prediction or sample")
+        return F.mse_loss(prediction.float(), target), {}
 
     def pipeline(self, unet: nn.Module, scheduler=None):
         from ..pipelines.tuple_ddpm import TupleConditionedDDPMPipeline
@@ -90,6 +99,7 @@ class DDPMTask(TrainingTask):
                 "concept_dropout": config.concept_dropout,
                 "num_train_timesteps": self.scheduler.config.num_train_timesteps,
                 "beta_schedule": self.scheduler.config.beta_schedule,
+                "prediction_type": self.scheduler.config.prediction_type,
                 "eval_sampler": f"DDIM, {self.eval_inference_steps} steps",
             },
         }

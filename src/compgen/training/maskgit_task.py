@@ -1,0 +1,192 @@
+"""Training task for MaskGIT, optionally with Paper B's JEPA auxiliary objective (``jepa_weight > 0``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from diffusers import VQModel
+from safetensors.torch import save_file
+from torch import nn
+
+from ..models.jepa import JEPAPredictor, MaskGITWithPredictor, jepa_loss, scale_jepa_layers
+from ..models.maskgit_transformer import MaskGITTransformer
+from ..models.vq_tokenizer import encode_to_indices
+from ..schedulers.scheduling_maskgit import MaskGITScheduler
+from .ema import ExponentialMovingAverage, MomentumSchedule
+from .trainer import TrainingTask
+
+JEPA_TARGET_DIR = "jepa_target"
+
+
+@torch.no_grad()
+def precompute_tokens(vqvae: VQModel, images: torch.Tensor, batch_size: int = 512) -> torch.LongTensor:
+    """VQ indices ``(N, h * w)`` of uint8 images ``(N, H, W, 3)``: the tokenizer is frozen, so encode once."""
+    was_training = vqvae.training
+    vqvae.eval()
+    chunks = []
+    for start in range(0, len(images), batch_size):
+        batch = images[start : start + batch_size].permute(0, 3, 1, 2).float() / 127.5 - 1
+        chunks.append(encode_to_indices(vqvae, batch).flatten(1))
+    vqvae.train(was_training)
+    return torch.cat(chunks)
+
+
+class MaskGITTask(TrainingTask):
+    """Cross-entropy on the masked tokens, plus ``jepa_weight`` times the JEPA loss (Paper B).
+
+    The JEPA target encoder is an EMA of the transformer (momentum from ``jepa_momentum`` to ``jepa_momentum_end``
+    by ``jepa_momentum_schedule`` over ``total_steps``) fed the unmasked tokens with the same conditioning. It is
+    held in :meth:`extra_state` (checkpoints hold it; resume is exact) and exported to ``jepa_target/`` beside the
+    pipeline. With ``jepa_weight == 0`` there is no target encoder and no predictor: plain MaskGIT.
+
+    Args:
+        transformer: The MaskGIT transformer to train.
+        vqvae: The frozen tokenizer (for decoding samples and the exported pipeline).
+        scheduler: Masking schedule for training masks and decoding.
+        train_tokens: ``(N, L)`` VQ indices of the training images, row ``i`` for ``batch["index"] == i``.
+        mask_type: ``"random"`` (MaskGIT) or ``"block"`` training masks, for both objectives.
+    """
+
+    def __init__(
+        self,
+        transformer: MaskGITTransformer,
+        vqvae: VQModel,
+        scheduler: MaskGITScheduler,
+        train_tokens: torch.LongTensor,
+        jepa_weight: float = 0.6,
+        jepa_layers: tuple[int, ...] | None = None,
+        jepa_momentum: float = 0.996,
+        jepa_momentum_end: float = 1.0,
+        jepa_momentum_schedule: str = "linear",
+        jepa_predictor_hidden_size: int | None = None,
+        total_steps: int = 1,
+        mask_type: str = "random",
+        label_smoothing: float = 0.1,
+        eval_inference_steps: int = 12,
+        eval_temperature: float = 2.0,
+        eval_batch_size: int = 400,
+        use_full_conditioning: bool | None = None,
+    ) -> None:
+        if jepa_weight < 0:
+            raise ValueError(f"jepa_weight must be non-negative, got {jepa_weight}")
+        if train_tokens.ndim != 2 or train_tokens.shape[1] != transformer.num_tokens:
+            raise ValueError(f"train_tokens must be (N, {transformer.num_tokens}), got {tuple(train_tokens.shape)}")
+        self.vqvae = vqvae.eval().requires_grad_(False)
+        self.scheduler = scheduler
+        self.train_tokens = train_tokens.long()
+        self.jepa_weight = float(jepa_weight)
+        self.mask_type = mask_type
+        self.label_smoothing = label_smoothing
+        self.eval_inference_steps = eval_inference_steps
+        self.eval_temperature = eval_temperature
+        self.eval_batch_size = eval_batch_size
+        self.use_full_conditioning = (
+            transformer.config.conditioning == "full" if use_full_conditioning is None else use_full_conditioning
+        )
+        self.jepa_layers: tuple[int, ...] = ()
+        self.target: ExponentialMovingAverage | None = None
+        self.momentum_schedule: MomentumSchedule | None = None
+        predictor = None
+        if self.jepa_weight > 0:
+            self.jepa_layers = tuple(jepa_layers or scale_jepa_layers(transformer.config.num_layers))
+            predictor = JEPAPredictor(transformer.config.hidden_size, self.jepa_layers, jepa_predictor_hidden_size)
+            self.momentum_schedule = MomentumSchedule(jepa_momentum, jepa_momentum_end, jepa_momentum_schedule,
+                                                      total_steps)
+            self.target = ExponentialMovingAverage(transformer, self.momentum_schedule)
+        self.model = MaskGITWithPredictor(transformer, predictor)
+
+    def compute_loss(self, model, batch, generator, step):
+        transformer = model.transformer
+        tokens = self.train_tokens[batch["index"]]
+        grid = transformer.config.grid_size
+        mask = self.scheduler.sample_mask(len(tokens), (grid, grid), generator, self.mask_type)
+        inputs = torch.where(mask, transformer.mask_token_id, tokens)
+        drop_mask = None
+        if transformer.config.concept_dropout > 0:
+            drop_mask = torch.rand(batch["concepts"].shape, generator=generator) < transformer.config.concept_dropout
+        conditioning = dict(
+            concepts=batch["concepts"],
+            concept_values=batch.get("concept_values") if self.use_full_conditioning else None,
+            drop_mask=drop_mask,
+        )
+        output = transformer(inputs, **conditioning, output_hidden_states=self.target is not None)
+        ce = F.cross_entropy(output.logits[mask].float(), tokens[mask], label_smoothing=self.label_smoothing)
+        if self.target is None:
+            return ce, {"ce": ce.item()}
+        with torch.no_grad():
+            target_hidden = self.target.shadow(tokens, **conditioning, output_hidden_states=True).hidden_states
+        jepa = jepa_loss(model.predictor(output.hidden_states), target_hidden, mask)
+        return ce + self.jepa_weight * jepa, {"ce": ce.item(), "jepa": jepa.item()}
+
+    def after_optimizer_step(self, model, step):
+        if self.target is None:
+            return {}
+        return {"jepa_momentum": self.target.update(model.transformer, step)}
+
+    def extra_state(self) -> dict[str, nn.Module]:
+        return {} if self.target is None else {"jepa_target": self.target.shadow}
+
+    def pipeline(self, transformer: MaskGITTransformer):
+        from ..pipelines.maskgit import MaskGITPipeline
+
+        return MaskGITPipeline(vqvae=self.vqvae, transformer=transformer, scheduler=self.scheduler)
+
+    @torch.no_grad()
+    def generate(self, model, concepts, seed):
+        pipe = self.pipeline(model.transformer)
+        pipe.set_progress_bar_config(disable=True)
+        generator = torch.Generator().manual_seed(seed)
+        was_training = model.training
+        model.eval()
+        chunks = [
+            pipe(concepts[start : start + self.eval_batch_size], num_inference_steps=self.eval_inference_steps,
+                 temperature=self.eval_temperature, generator=generator, output_type="np").images
+            for start in range(0, len(concepts), self.eval_batch_size)
+        ]
+        model.train(was_training)
+        return np.clip(np.rint(np.concatenate(chunks) * 255.0), 0, 255).astype(np.uint8)
+
+    def save_pretrained(self, model, output_dir: Path) -> None:
+        self.pipeline(model.transformer).save_pretrained(output_dir, safe_serialization=True)
+        if self.target is not None:
+            target_dir = Path(output_dir) / JEPA_TARGET_DIR
+            self.target.shadow.save_pretrained(target_dir, safe_serialization=True)
+            predictor_state = {k: v.contiguous() for k, v in model.predictor.state_dict().items()}
+            save_file(predictor_state, str(target_dir / "predictor.safetensors"))
+
+    def model_card_details(self) -> dict[str, Any]:
+        config = self.model.transformer.config
+        hyper: dict[str, Any] = {
+            "objective": f"MaskGIT cross-entropy + {self.jepa_weight} x JEPA" if self.target else "MaskGIT (no JEPA)",
+            "jepa_weight (lambda)": self.jepa_weight,
+            "hidden_size": config.hidden_size,
+            "num_layers": config.num_layers,
+            "num_heads": config.num_heads,
+            "grid_size": config.grid_size,
+            "codebook_size": config.codebook_size,
+            "conditioning": f"{config.conditioning}, as concept tokens",
+            "concept_dropout": config.concept_dropout,
+            "masking_schedule": self.scheduler.config.masking_schedule,
+            "mask_type": self.mask_type,
+            "label_smoothing": self.label_smoothing,
+            "eval_sampler": f"{self.eval_inference_steps} steps, Gumbel temperature {self.eval_temperature} -> 0",
+        }
+        if self.target is not None:
+            schedule = self.momentum_schedule
+            hyper |= {
+                "jepa_layers": list(self.jepa_layers),
+                "jepa_ema_momentum": f"{schedule.start} -> {schedule.end} ({schedule.kind} over {schedule.total_steps} "
+                                     "steps)",
+                "jepa_target_encoder": f"{JEPA_TARGET_DIR}/ (MaskGITTransformer.from_pretrained)",
+            }
+        hyper |= getattr(self, "extra_card_entries", {})
+        return {
+            "model_name": "MaskGITTransformer" + (" + JEPA" if self.target is not None else ""),
+            "pipeline_class": "MaskGITPipeline",
+            "tags": ["maskgit", "vq"] + (["jepa"] if self.target is not None else []),
+            "hyperparameters": hyper,
+        }

@@ -1,0 +1,83 @@
+"""JEPA objective: layer scaling, gradients reach the online model and predictor but never the target, EMA math."""
+
+import pytest
+import torch
+
+from compgen import MaskGITScheduler, MaskGITTransformer, shapes_space
+from compgen.models.jepa import JEPAPredictor, jepa_loss, parse_jepa_layers, scale_jepa_layers
+from compgen.training.ema import ExponentialMovingAverage, MomentumSchedule
+
+
+def test_layer_scaling_rule():
+    assert scale_jepa_layers(12) == (7, 9, 11)
+    assert scale_jepa_layers(7) == (4, 5, 6)
+    assert scale_jepa_layers(4) == (2, 3, 4)
+    assert scale_jepa_layers(1) == (1,)
+    assert parse_jepa_layers("auto", 12) == (7, 9, 11)
+    assert parse_jepa_layers("3,1", 4) == (1, 3)
+    with pytest.raises(ValueError, match="1..4"):
+        parse_jepa_layers("5", 4)
+
+
+def make_setup(seed=0):
+    torch.manual_seed(seed)
+    online = MaskGITTransformer(shapes_space().to_dict(), codebook_size=16, grid_size=4, hidden_size=32,
+                                num_layers=4, num_heads=4)
+    target = ExponentialMovingAverage(online, MomentumSchedule(0.9, 1.0, "linear", total_steps=10))
+    predictor = JEPAPredictor(32, (2, 3))
+    torch.nn.init.normal_(predictor.heads["2"][-1].weight, std=0.1)  # leave the zero init so gradients flow
+    generator = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(0, 16, (6, 16), generator=generator)
+    concepts = torch.randint(0, 2, (6, 3), generator=generator)
+    mask = MaskGITScheduler(16).sample_mask(6, (4, 4), generator)
+    return online, target, predictor, tokens, concepts, mask
+
+
+def test_gradients_reach_online_model_and_predictor_but_not_the_target():
+    online, target, predictor, tokens, concepts, mask = make_setup()
+    context = online(torch.where(mask, 16, tokens), concepts, output_hidden_states=True).hidden_states
+    with torch.no_grad():
+        target_hidden = target.shadow(tokens, concepts, output_hidden_states=True).hidden_states
+    loss = jepa_loss(predictor(context), target_hidden, mask)
+    assert loss.item() > 0
+    loss.backward()
+    assert all(p.grad is None for p in target.shadow.parameters())
+    assert all(not p.requires_grad for p in target.shadow.parameters())
+    assert predictor.heads["2"][-1].weight.grad.abs().sum() > 0
+    assert predictor.heads["3"][-1].weight.grad.abs().sum() > 0
+    assert online.blocks[0].linear1.weight.grad.abs().sum() > 0
+    # Blocks above the deepest JEPA layer get no JEPA gradient.
+    assert online.blocks[3].linear1.weight.grad is None or online.blocks[3].linear1.weight.grad.abs().sum() == 0
+
+
+def test_loss_is_detached_from_targets_even_if_they_require_grad():
+    online, _, predictor, tokens, concepts, mask = make_setup()
+    hidden = online(tokens, concepts, output_hidden_states=True).hidden_states
+    targets = [h.detach().clone().requires_grad_(True) for h in hidden]
+    jepa_loss(predictor(hidden), targets, mask).backward()
+    assert all(t.grad is None for t in targets)
+
+
+def test_loss_only_counts_masked_positions():
+    _, _, predictor, tokens, concepts, mask = make_setup()
+    hidden = [torch.randn(6, 16, 32) for _ in range(5)]
+    changed = [h.clone() for h in hidden]
+    for h in changed:
+        h[~mask] += 100.0
+    predictions = predictor(hidden)
+    assert jepa_loss(predictions, hidden, mask).item() == pytest.approx(jepa_loss(predictions, changed, mask).item())
+    with pytest.raises(ValueError, match="masked"):
+        jepa_loss(predictions, hidden, torch.zeros_like(mask))
+
+
+def test_ema_update_math_and_schedule():
+    online, target, *_ = make_setup()
+    before = [p.clone() for p in target.shadow.parameters()]
+    with torch.no_grad():
+        for p in online.parameters():
+            p.add_(1.0)
+    momentum = target.update(online, step=5)
+    assert momentum == pytest.approx(0.95)
+    for old, new, current in zip(before, target.shadow.parameters(), online.parameters(), strict=True):
+        torch.testing.assert_close(new, 0.95 * old + 0.05 * current)
+    assert target.update(online, step=10) == pytest.approx(1.0)
