@@ -29,19 +29,23 @@ PRESETS = {
         checkpointing_steps=780,
         eval_inference_steps=50,
     ),
-    # Small enough for a 2-core CPU: narrow U-Net, bf16 autocast, a higher learning rate with warm-up and EMA.
+    # Small enough for a 2-core CPU: a narrow U-Net with one block per stage, bf16 autocast, v-prediction (with
+    # epsilon prediction this U-Net still drew grey, noisy backgrounds after 2000 steps; with v it draws clean
+    # objects by step 600), a higher learning rate with warm-up, and EMA weights.
     "cpu-quick": dict(
         block_out_channels="32,64",
+        layers_per_block=1,
+        prediction_type="v_prediction",
         learning_rate=1e-3,
         lr_scheduler="constant_with_warmup",
         lr_warmup_steps=100,
         train_batch_size=64,
-        max_train_steps=4000,
+        max_train_steps=8000,
         use_ema=True,
         ema_decay=0.995,
         mixed_precision="bf16",
-        eval_steps=250,
-        checkpointing_steps=500,
+        eval_steps=500,
+        checkpointing_steps=1000,
         eval_inference_steps=20,
     ),
 }

@@ -139,3 +139,18 @@ def test_presets():
     assert get_split_preset("H42-train1").space.names == ("shape", "color", "size", "background")
     with pytest.raises(ValueError, match="unknown split preset"):
         get_split_preset("H32-train2")
+
+
+def test_from_dict_reads_every_form():
+    import json
+
+    from compgen.concepts import ConceptSpace
+
+    space = shapes_space()
+    assert ConceptSpace.from_dict(space) is space
+    assert ConceptSpace.from_dict(space.to_pairs()) == space
+    assert ConceptSpace.from_dict(json.loads(json.dumps(space.to_pairs()))) == space
+    assert ConceptSpace.from_dict(space.to_dict()) == space
+    for bad in ("abc", 3, [["a"]], [["a", "xy"]]):
+        with pytest.raises(ValueError):
+            ConceptSpace.from_dict(bad)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from accelerate.state import AcceleratorState, GradientState
+from conftest import reset_accelerate_state
 from diffusers import VQModel
 from safetensors.torch import load_file
 
@@ -20,14 +20,7 @@ TINY = ["--train_batch_size", "16", "--hidden_size", "16", "--num_layers", "2", 
         "--vq_block_out_channels", "8,8,8", "--vq_embed_dim", "4", "--codebook_size", "32", "--vq_steps", "3",
         "--learning_rate", "3e-3", "--logging_steps", "2", "--eval_inference_steps", "3", "--seed", "0"]
 
-
-@pytest.fixture(autouse=True)
-def fresh_accelerator_state():
-    AcceleratorState._reset_state(True)
-    GradientState._reset_state()
-    yield
-    AcceleratorState._reset_state(True)
-    GradientState._reset_state()
+pytestmark = pytest.mark.usefixtures("fresh_accelerator_state")
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +45,7 @@ def dataset_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def trained_run(script, dataset_dir, tmp_path_factory):
-    AcceleratorState._reset_state(True)
-    GradientState._reset_state()
+    reset_accelerate_state()
     out = tmp_path_factory.mktemp("run")
     script.main(["--dataset", str(dataset_dir), "--output_dir", str(out), *TINY, "--max_train_steps", "4",
                  "--eval_steps", "2", "--eval_images_per_class", "4", "--checkpointing_steps", "2",
@@ -110,14 +102,12 @@ def test_resume_after_a_crash_is_exact(script, dataset_dir, trained_run, tmp_pat
         return original(self, model, step)
 
     monkeypatch.setattr(MaskGITTask, "after_optimizer_step", crash_at_five)
-    AcceleratorState._reset_state(True)
-    GradientState._reset_state()
+    reset_accelerate_state()
     with pytest.raises(Crash):
         run_resumable(script, dataset_dir, tmp_path / "crashed", vqvae_path, flags)
     assert [s for s, _ in list_checkpoints(tmp_path / "crashed" / "checkpoints")] == [3]
     monkeypatch.setattr(MaskGITTask, "after_optimizer_step", original)
-    AcceleratorState._reset_state(True)
-    GradientState._reset_state()
+    reset_accelerate_state()
     run_resumable(script, dataset_dir, tmp_path / "crashed", vqvae_path, [*flags, "--resume_from_checkpoint", "latest"])
 
     files = ["transformer/diffusion_pytorch_model.safetensors"]

@@ -11,7 +11,7 @@ from diffusers import DDIMScheduler, DDPMScheduler, DiffusionPipeline, EulerDisc
 
 from compgen import shapes_space
 from compgen.models.tuple_unet import TupleConditionedUNet2DModel, shapes_continuous_concepts
-from compgen.pipelines.conditioning import parse_concept_prompts
+from compgen.pipelines.conditioning import parse_concept_prompts, prepare_concept_conditioning
 from compgen.pipelines.tuple_ddpm import TupleConditionedDDPMPipeline, paper_ddpm_scheduler
 
 SPACE = shapes_space()
@@ -50,6 +50,31 @@ def test_parse_concept_prompts_forms():
     described = {"shape": "triangle", "color": "red", "size": "small"}
     assert parse_concept_prompts(SPACE, described).tolist() == [[1, 0, 1]]
     assert parse_concept_prompts(SPACE, "111").dtype == torch.long
+    # Model configs store the space as ordered [name, values] pairs.
+    assert parse_concept_prompts(SPACE.to_pairs(), "110").tolist() == [[1, 1, 0]]
+
+
+def test_conditioning_batch_with_guidance_appends_the_null_half():
+    unet = make_pipeline(concept_dropout=0.1, conditioning="full",
+                         continuous_concepts=shapes_continuous_concepts(SPACE)).unet
+    values = torch.tensor([[0.9, 0.1, 0.1, 2.7], [0.1, 0.1, 0.9, 1.6]])
+    plain = prepare_concept_conditioning(unet, ["000", "111"], num_images_per_prompt=2, concept_values=values)
+    assert plain.batch_size == 4 and not plain.do_classifier_free_guidance
+    assert plain.concepts.tolist() == [[0, 0, 0], [0, 0, 0], [1, 1, 1], [1, 1, 1]]
+    assert not plain.drop_mask.any()
+    torch.testing.assert_close(plain.concept_values, values.repeat_interleave(2, dim=0))
+
+    guided = prepare_concept_conditioning(unet, ["000", "111"], 2, guidance_scale=3.0, concept_values=values)
+    assert guided.batch_size == 4 and guided.do_classifier_free_guidance
+    assert torch.equal(guided.concepts, torch.cat([plain.concepts, plain.concepts]))
+    assert guided.drop_mask.tolist() == [[False] * 3] * 4 + [[True] * 3] * 4
+    assert torch.equal(guided.concept_values, torch.cat([plain.concept_values, plain.concept_values]))
+    assert set(guided.model_kwargs) == {"concepts", "concept_values", "drop_mask"}
+
+    no_null = make_pipeline().unet
+    assert prepare_concept_conditioning(no_null, "111").drop_mask is None
+    with pytest.raises(ValueError, match="concept_dropout > 0"):
+        prepare_concept_conditioning(no_null, "111", guidance_scale=2.0)
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ minimum concept distance (Hamming distance) to any of them: 0 for a training cla
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -143,11 +143,42 @@ class ConceptSpace:
         """JSON-friendly form (ordered ``{variable: [values]}``), e.g. for model configs."""
         return {v.name: list(v.values) for v in self.variables}
 
+    def to_pairs(self) -> list[list[Any]]:
+        """Ordered ``[[variable, [values]], ...]`` pairs: the form model configs store.
+
+        diffusers writes configs with sorted keys, which would reorder a :meth:`to_dict` mapping and permute the
+        tuple digits on reload; a list of pairs keeps the variable order.
+        """
+        return [[v.name, list(v.values)] for v in self.variables]
+
     @classmethod
-    def from_dict(cls, data: dict[str, Sequence[str]] | Sequence[Sequence[Any]]) -> ConceptSpace:
-        """Inverse of :meth:`to_dict`; also accepts a list of ``[name, [values]]`` pairs."""
-        items = data.items() if isinstance(data, dict) else data
-        return cls(tuple(ConceptVariable(str(name), tuple(values)) for name, values in items))
+    def from_dict(cls, data: ConceptSpaceLike) -> ConceptSpace:
+        """Inverse of :meth:`to_dict` and :meth:`to_pairs`; a ``ConceptSpace`` is returned as it is.
+
+        Accepts every :data:`ConceptSpaceLike` form, so callers need no ``isinstance`` check of their own.
+        """
+        if isinstance(data, ConceptSpace):
+            return data
+        if isinstance(data, str) or not isinstance(data, Mapping | Sequence):
+            raise ValueError(
+                f"cannot read a concept space from {data!r}; pass a ConceptSpace, {{variable: [values]}} "
+                "or [[variable, [values]], ...]"
+            )
+        items = data.items() if isinstance(data, Mapping) else data
+        variables = []
+        for item in items:
+            if isinstance(item, str) or not isinstance(item, Sequence) or len(item) != 2:
+                raise ValueError(f"a concept variable must be a [name, [values]] pair, got {item!r}")
+            name, values = item
+            if isinstance(values, str):
+                raise ValueError(f"the values of concept variable {name!r} must be a list of names, got {values!r}")
+            variables.append(ConceptVariable(str(name), tuple(values)))
+        return cls(tuple(variables))
+
+
+ConceptSpaceLike = ConceptSpace | Mapping[str, Sequence[str]] | Sequence[Sequence[Any]]
+"""Anything :meth:`ConceptSpace.from_dict` reads: a ``ConceptSpace``, ``{variable: [values]}`` or the ordered
+``[[variable, [values]], ...]`` pairs that model configs store."""
 
 
 def _is_integral(value: Any) -> bool:

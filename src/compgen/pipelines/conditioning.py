@@ -1,23 +1,97 @@
-"""Concept-tuple prompts shared by every compgen pipeline: ``"111"``, ``(1, 1, 1)`` or a list of those."""
+"""Concept conditioning shared by every compgen pipeline: prompts (``"111"``, ``(1, 1, 1)`` or a list of those)
+turned into the model's conditioning batch, with the null half for classifier-free guidance."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
-from ..concepts import ConceptLike
-from ..models.concept_embedding import SpaceLike, as_concept_space
+from ..concepts import ConceptLike, ConceptSpace, ConceptSpaceLike
+
+OUTPUT_TYPES = ("pil", "np", "pt")
+"""The ``output_type`` values every compgen pipeline accepts."""
 
 ConceptPrompts = ConceptLike | Mapping[str, str | int] | Sequence[ConceptLike] | torch.Tensor | np.ndarray
 """One concept class (``"101"``, ``(1, 0, 1)``, ``{"shape": "triangle", ...}``), a list of them, or a
 ``(N, V)`` integer array."""
 
 
+class ConceptConditionedModel(Protocol):
+    """What the conditioning needs from a denoiser (``TupleConditionedUNet2DModel``, ``MaskGITTransformer``)."""
+
+    concept_space: ConceptSpace
+    has_null_embeddings: bool
+    dtype: torch.dtype
+
+
+@dataclass
+class ConceptConditioning:
+    """The concept inputs of one sampling batch, passed to the model at every step as ``**model_kwargs``.
+
+    With classifier-free guidance the tensors hold two halves, conditional first, then unconditional (every
+    concept replaced by its null embedding through ``drop_mask``): the model input must be doubled to match, and
+    the prediction split with ``.chunk(2)``.
+    """
+
+    concepts: torch.LongTensor
+    """``(batch_size, V)`` class indices, or ``(2 * batch_size, V)`` with guidance."""
+    concept_values: torch.Tensor | None
+    """Continuous concept values for ``full`` conditioning (``None``: the model's canonical class values)."""
+    drop_mask: torch.BoolTensor | None
+    """Where the null concept replaces a variable; ``None`` for a model without null concepts."""
+    batch_size: int
+    """Number of images generated (``num_prompts * num_images_per_prompt``)."""
+    do_classifier_free_guidance: bool
+
+    @property
+    def model_kwargs(self) -> dict[str, torch.Tensor | None]:
+        """The conditioning arguments of the model's ``forward``."""
+        return {"concepts": self.concepts, "concept_values": self.concept_values, "drop_mask": self.drop_mask}
+
+
+def prepare_concept_conditioning(
+    model: ConceptConditionedModel,
+    prompts: ConceptPrompts,
+    num_images_per_prompt: int = 1,
+    guidance_scale: float = 1.0,
+    concept_values: torch.Tensor | None = None,
+    device: torch.device | str | None = None,
+) -> ConceptConditioning:
+    """Validate the prompts against ``model.concept_space`` and build the batch the model is conditioned on.
+
+    ``concept_values`` (``full`` conditioning) may be given per prompt, ``(num_prompts, D)``, or per image,
+    ``(num_prompts * num_images_per_prompt, D)``. ``guidance_scale != 1`` appends the unconditional half and needs a
+    model trained with ``concept_dropout > 0`` (raises ``ValueError`` otherwise).
+    """
+    do_classifier_free_guidance = guidance_scale != 1.0
+    if do_classifier_free_guidance and not model.has_null_embeddings:
+        raise ValueError(
+            "classifier-free guidance (guidance_scale != 1) needs a model trained with concept_dropout > 0, "
+            f"which learns the null concepts; this {type(model).__name__}'s concept_dropout is 0"
+        )
+    classes = parse_concept_prompts(model.concept_space, prompts, num_images_per_prompt).to(device)
+    batch_size = classes.shape[0]
+    if concept_values is not None:
+        concept_values = torch.as_tensor(concept_values)
+        if concept_values.ndim == 2 and concept_values.shape[0] * num_images_per_prompt == batch_size:
+            concept_values = concept_values.repeat_interleave(num_images_per_prompt, dim=0)
+        concept_values = concept_values.to(device=device, dtype=model.dtype)
+    # An explicit mask keeps sampling free of concept dropout even if the model is left in training mode.
+    drop_mask = torch.zeros_like(classes, dtype=torch.bool) if model.has_null_embeddings else None
+    if do_classifier_free_guidance:
+        classes = torch.cat([classes, classes])
+        drop_mask = torch.cat([drop_mask, torch.ones_like(drop_mask)])
+        if concept_values is not None:
+            concept_values = torch.cat([concept_values, concept_values])
+    return ConceptConditioning(classes, concept_values, drop_mask, batch_size, do_classifier_free_guidance)
+
+
 def parse_concept_prompts(
-    space: SpaceLike,
+    space: ConceptSpaceLike,
     prompts: ConceptPrompts,
     num_images_per_prompt: int = 1,
 ) -> torch.LongTensor:
@@ -26,7 +100,7 @@ def parse_concept_prompts(
     Each prompt is repeated ``num_images_per_prompt`` times in a row (``["000", "111"], 2`` gives
     ``000, 000, 111, 111``). Raises ``ValueError`` for an empty list, a malformed tuple or an out-of-range value.
     """
-    space = as_concept_space(space)
+    space = ConceptSpace.from_dict(space)
     if isinstance(num_images_per_prompt, bool) or not isinstance(num_images_per_prompt, int):
         raise ValueError(f"num_images_per_prompt must be an int, got {num_images_per_prompt!r}")
     if num_images_per_prompt < 1:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import torch
 from diffusers import VQModel
+from diffusers.image_processor import VaeImageProcessor
 from diffusers.pipelines.pipeline_utils import DiffusionPipeline, ImagePipelineOutput
 
 from ..models.maskgit_transformer import MaskGITTransformer
 from ..models.vq_tokenizer import decode_indices
 from ..schedulers.scheduling_maskgit import MaskGITScheduler
-from .conditioning import ConceptPrompts, parse_concept_prompts
-
-OUTPUT_TYPES = ("pil", "np", "pt")
+from .conditioning import OUTPUT_TYPES, ConceptPrompts, prepare_concept_conditioning
 
 
 class MaskGITPipeline(DiffusionPipeline):
@@ -41,6 +40,7 @@ class MaskGITPipeline(DiffusionPipeline):
                 f"{transformer.config.codebook_size}"
             )
         self.register_modules(vqvae=vqvae, transformer=transformer, scheduler=scheduler)
+        self.image_processor = VaeImageProcessor(do_resize=False)
 
     @torch.no_grad()
     def __call__(
@@ -73,45 +73,27 @@ class MaskGITPipeline(DiffusionPipeline):
         """
         if output_type not in OUTPUT_TYPES:
             raise ValueError(f"output_type must be one of {OUTPUT_TYPES}, got {output_type!r}")
-        do_guidance = guidance_scale != 1.0
-        if do_guidance and not self.transformer.has_null_embeddings:
-            raise ValueError(
-                "classifier-free guidance (guidance_scale != 1) needs a transformer trained with concept_dropout > 0, "
-                "which learns the null concepts; this transformer's concept_dropout is 0"
-            )
         device = self._execution_device
-        classes = parse_concept_prompts(self.transformer.concept_space, concepts, num_images_per_prompt).to(device)
-        batch_size = classes.shape[0]
-        if concept_values is not None:
-            concept_values = torch.as_tensor(concept_values)
-            if concept_values.ndim == 2 and concept_values.shape[0] * num_images_per_prompt == batch_size:
-                concept_values = concept_values.repeat_interleave(num_images_per_prompt, dim=0)
-            concept_values = concept_values.to(device=device, dtype=self.transformer.dtype)
-        drop_mask = torch.zeros_like(classes, dtype=torch.bool) if self.transformer.has_null_embeddings else None
-        if do_guidance:
-            classes = torch.cat([classes, classes])
-            drop_mask = torch.cat([drop_mask, torch.ones_like(drop_mask)])
-            if concept_values is not None:
-                concept_values = torch.cat([concept_values, concept_values])
+        conditioning = prepare_concept_conditioning(
+            self.transformer, concepts, num_images_per_prompt, guidance_scale, concept_values, device=device
+        )
 
+        batch_size = conditioning.batch_size
         grid = self.transformer.config.grid_size
         tokens = torch.full((batch_size, grid * grid), self.transformer.mask_token_id, dtype=torch.long, device=device)
         self.scheduler.set_timesteps(num_inference_steps, temperature=temperature, device=device)
         for t in self.progress_bar(self.scheduler.timesteps):
-            model_input = torch.cat([tokens, tokens]) if do_guidance else tokens
-            logits = self.transformer(model_input, classes, concept_values=concept_values, drop_mask=drop_mask).logits
-            if do_guidance:
+            model_input = torch.cat([tokens, tokens]) if conditioning.do_classifier_free_guidance else tokens
+            logits = self.transformer(model_input, **conditioning.model_kwargs).logits
+            if conditioning.do_classifier_free_guidance:
                 cond, null = logits.chunk(2)
                 logits = null + guidance_scale * (cond - null)
             tokens = self.scheduler.step(logits, t, tokens, generator=generator).prev_sample
 
         image = decode_indices(self.vqvae, tokens.view(batch_size, grid, grid))
-        image = (image.float() / 2 + 0.5).clamp(0, 1)
-        if output_type != "pt":
-            image = image.cpu().permute(0, 2, 3, 1).numpy()
-            if output_type == "pil":
-                image = self.numpy_to_pil(image)
+        image = self.image_processor.postprocess(image.float(), output_type=output_type)
         self.maybe_free_model_hooks()
+
         if not return_dict:
             return (image,)
         return ImagePipelineOutput(images=image)

@@ -6,14 +6,13 @@ import inspect
 
 import torch
 from diffusers import DDPMScheduler
+from diffusers.image_processor import VaeImageProcessor
 from diffusers.pipelines.pipeline_utils import DiffusionPipeline, ImagePipelineOutput
 from diffusers.schedulers.scheduling_utils import SchedulerMixin
 from diffusers.utils.torch_utils import randn_tensor
 
 from ..models.tuple_unet import TupleConditionedUNet2DModel
-from .conditioning import ConceptPrompts, parse_concept_prompts
-
-OUTPUT_TYPES = ("pil", "np", "pt")
+from .conditioning import OUTPUT_TYPES, ConceptPrompts, prepare_concept_conditioning
 
 
 def paper_ddpm_scheduler(num_train_timesteps: int = 500) -> DDPMScheduler:
@@ -43,6 +42,7 @@ class TupleConditionedDDPMPipeline(DiffusionPipeline):
     def __init__(self, unet: TupleConditionedUNet2DModel, scheduler: SchedulerMixin) -> None:
         super().__init__()
         self.register_modules(unet=unet, scheduler=scheduler)
+        self.image_processor = VaeImageProcessor(do_resize=False)
 
     @torch.no_grad()
     def __call__(
@@ -73,49 +73,28 @@ class TupleConditionedDDPMPipeline(DiffusionPipeline):
         """
         if output_type not in OUTPUT_TYPES:
             raise ValueError(f"output_type must be one of {OUTPUT_TYPES}, got {output_type!r}")
-        do_guidance = guidance_scale != 1.0
-        if do_guidance and not self.unet.has_null_embeddings:
-            raise ValueError(
-                "classifier-free guidance (guidance_scale != 1) needs a model trained with concept_dropout > 0, "
-                "which learns the null concepts; this model's concept_dropout is 0"
-            )
         device = self._execution_device
-        classes = parse_concept_prompts(self.unet.concept_space, concepts, num_images_per_prompt).to(device)
-        batch_size = classes.shape[0]
-        if concept_values is not None:
-            concept_values = torch.as_tensor(concept_values)
-            if concept_values.ndim == 2 and concept_values.shape[0] * num_images_per_prompt == batch_size:
-                concept_values = concept_values.repeat_interleave(num_images_per_prompt, dim=0)
-            concept_values = concept_values.to(device=device, dtype=self.unet.dtype)
-        # An explicit mask keeps sampling free of concept dropout even if the model is left in training mode.
-        drop_mask = torch.zeros_like(classes, dtype=torch.bool) if self.unet.has_null_embeddings else None
-        if do_guidance:
-            classes = torch.cat([classes, classes])
-            drop_mask = torch.cat([drop_mask, torch.ones_like(drop_mask)])
-            if concept_values is not None:
-                concept_values = torch.cat([concept_values, concept_values])
+        conditioning = prepare_concept_conditioning(
+            self.unet, concepts, num_images_per_prompt, guidance_scale, concept_values, device=device
+        )
 
         config = self.unet.config
-        image_shape = (batch_size, config.in_channels, config.sample_size, config.sample_size)
+        image_shape = (conditioning.batch_size, config.in_channels, config.sample_size, config.sample_size)
         image = randn_tensor(image_shape, generator=generator, device=device, dtype=self.unet.dtype)
         image = image * self.scheduler.init_noise_sigma
 
         self.scheduler.set_timesteps(num_inference_steps or self.scheduler.config.num_train_timesteps, device=device)
         step_kwargs = self._step_kwargs(generator)
         for t in self.progress_bar(self.scheduler.timesteps):
-            model_input = torch.cat([image, image]) if do_guidance else image
+            model_input = torch.cat([image, image]) if conditioning.do_classifier_free_guidance else image
             model_input = self.scheduler.scale_model_input(model_input, t)
-            noise_pred = self.unet(model_input, t, classes, concept_values=concept_values, drop_mask=drop_mask).sample
-            if do_guidance:
+            noise_pred = self.unet(model_input, t, **conditioning.model_kwargs).sample
+            if conditioning.do_classifier_free_guidance:
                 noise_cond, noise_null = noise_pred.chunk(2)
                 noise_pred = noise_null + guidance_scale * (noise_cond - noise_null)
             image = self.scheduler.step(noise_pred, t, image, **step_kwargs).prev_sample
 
-        image = (image / 2 + 0.5).clamp(0, 1)
-        if output_type != "pt":
-            image = image.cpu().permute(0, 2, 3, 1).float().numpy()
-            if output_type == "pil":
-                image = self.numpy_to_pil(image)
+        image = self.image_processor.postprocess(image, output_type=output_type)
         self.maybe_free_model_hooks()
 
         if not return_dict:

@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from huggingface_hub import ModelCard, ModelCardData
+from huggingface_hub.errors import HFValidationError
+from huggingface_hub.utils import validate_repo_id
 
 from ..concepts import ConceptGraph
 from ..io import atomic_write_text
@@ -55,6 +57,31 @@ def results_markdown(records: list[dict[str, Any]], graph: ConceptGraph) -> str:
     return "\n".join(lines) + "\n"
 
 
+def hub_dataset_id(dataset_name: str | None) -> str | None:
+    """``dataset_name`` if it is a Hub dataset id (``namespace/name``), else ``None`` (a local path or a builder name).
+
+    Only a Hub id belongs in the card's ``datasets:`` metadata, which the Hub turns into a link.
+    """
+    if not dataset_name or dataset_name.count("/") != 1 or Path(dataset_name).exists():
+        return None
+    try:
+        validate_repo_id(dataset_name)
+    except HFValidationError:
+        return None
+    return dataset_name
+
+
+def sections_markdown(sections: list[tuple[str, str]]) -> list[str]:
+    """Card lines for extra ``(title, markdown)`` sections, each rendered as ``## title``."""
+    lines = []
+    for section in sections:
+        if not (isinstance(section, tuple | list) and len(section) == 2 and all(isinstance(s, str) for s in section)):
+            raise ValueError(f"a model card section must be a (title, markdown) pair of strings, got {section!r}")
+        title, markdown = section
+        lines += [f"## {title}", "", markdown.rstrip("\n"), ""]
+    return lines
+
+
 def write_model_card(
     output_dir: str | Path,
     records: list[dict[str, Any]],
@@ -63,7 +90,12 @@ def write_model_card(
     details: dict[str, Any],
     dataset_name: str | None = None,
 ) -> ModelCard:
-    """Write ``output_dir/README.md`` (and the learning-dynamics plot when there are records)."""
+    """Write ``output_dir/README.md`` (and the learning-dynamics plot when there are records).
+
+    ``details`` (from the training task) may hold ``model_name``, ``pipeline_class``, ``tags``, ``hyperparameters``
+    (``{name: value}``, listed under *Model*) and ``sections``: ``(title, markdown)`` pairs rendered as ``## title``
+    sections after *Results* (e.g. MaskGIT's tokenizer-ceiling table).
+    """
     output_dir = Path(output_dir)
     has_plot = False
     if records:
@@ -72,11 +104,12 @@ def write_model_card(
         plot_learning_dynamics(records, output_dir / PLOT_NAME, log_x=False)
         has_plot = True
     pipeline_class = details.get("pipeline_class", "DiffusionPipeline")
+    hub_id = hub_dataset_id(dataset_name)
     card_data = ModelCardData(
         library_name="diffusers",
         license="apache-2.0",
         tags=["compgen", "compositional-generalization", "concept-graph", "diffusers", *details.get("tags", [])],
-        datasets=[dataset_name] if dataset_name and "/" in dataset_name else None,
+        datasets=[hub_id] if hub_id else None,
         pipeline_tag="unconditional-image-generation",
     )
     training = {k: v for k, v in asdict(config).items() if k not in ("extra", "hub_token", "output_dir")}
@@ -106,6 +139,7 @@ def write_model_card(
     ]
     if has_plot:
         body += [f"![learning dynamics]({PLOT_NAME})", ""]
+    body += sections_markdown(details.get("sections", []))
     body += ["## Model", ""] + [f"- {k}: `{v}`" for k, v in hyper.items()]
     body += ["", "## Training", ""] + [f"- {k}: `{v}`" for k, v in sorted(training.items())]
     body += ["", "Evaluation: linear / CNN concept probes score every generated image (compgen.evaluation).", ""]

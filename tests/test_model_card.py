@@ -1,0 +1,96 @@
+"""Model cards: per-level table with the first step reaching 0.9, per-class table, extra sections, Hub metadata."""
+
+import pytest
+from huggingface_hub import ModelCard
+
+from compgen.concepts import get_split_preset
+from compgen.training.model_card import hub_dataset_id, write_model_card
+from compgen.training.trainer import TrainingConfig
+
+GRAPH = get_split_preset("H32-train1").graph()
+LEVEL_2_ACCURACY = {100: 0.0, 200: 0.5, 300: 0.95, 400: 0.85}  # crosses 0.9 at step 300, then falls back
+
+
+def make_record(step: int) -> dict:
+    """An evaluation record as ``EvaluationTracker`` logs it: training classes perfect, level 1 at 0.9 from 200."""
+    level_1 = 0.92 if step >= 200 else 0.4
+    accuracy = {}
+    for name, level in GRAPH.levels.items():
+        accuracy[name] = [1.0, level_1, LEVEL_2_ACCURACY[step]][level]
+    level_accuracy = {}
+    for level in sorted(set(GRAPH.levels.values())):
+        values = [accuracy[name] for name, lv in GRAPH.levels.items() if lv == level]
+        level_accuracy[str(level)] = sum(values) / len(values)
+    return {
+        "step": step,
+        "num_images_per_class": 8,
+        "chance": 0.125,
+        "levels": GRAPH.levels,
+        "accuracy": accuracy,
+        "additive_accuracy": {name: min(1.0, value + 0.05) for name, value in accuracy.items()},
+        "level_accuracy": level_accuracy,
+    }
+
+
+RECORDS = [make_record(step) for step in (100, 200, 300, 400)]
+DETAILS = {
+    "model_name": "TinyMaskGIT",
+    "pipeline_class": "MaskGITPipeline",
+    "tags": ["maskgit"],
+    "hyperparameters": {"hidden_size": 16, "num_layers": 2},
+    "sections": [("Tokenizer ceiling", "| class | accuracy |\n|---|---|\n| 111 (L2) | 0.750 |\n")],
+}
+
+
+def read_card(tmp_path, records=RECORDS, details=DETAILS, dataset_name="someone/shapes-h32"):
+    write_model_card(tmp_path, records, GRAPH, TrainingConfig(output_dir=str(tmp_path)), details, dataset_name)
+    return ModelCard.load(tmp_path / "README.md")
+
+
+def test_results_tables_report_levels_first_step_and_classes(tmp_path):
+    card = read_card(tmp_path)
+    text = card.text
+    assert "of 8 samples per class at step 400; chance level 0.125." in text
+    assert "| level | classes | final accuracy | best accuracy | first step >= 0.9 |" in text
+    assert "| 0 | 000, 001, 010, 100 | 1.000 | 1.000 | 100 |" in text
+    assert "| 1 | 011, 101, 110 | 0.920 | 0.920 | 200 |" in text
+    assert "| 2 | 111 | 0.850 | 0.950 | 300 |" in text
+    assert "| class | shape | color | size | level | multiplicative | additive |" in text
+    assert "| 000 | circle | red | large | 0 | 1.000 | 1.000 |" in text
+    assert "| 111 | triangle | blue | small | 2 | 0.850 | 0.900 |" in text
+    assert "![learning dynamics](learning_dynamics.png)" in text
+    assert (tmp_path / "learning_dynamics.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_level_that_never_reaches_threshold_says_so(tmp_path):
+    text = read_card(tmp_path, records=RECORDS[:2]).text
+    assert "| 2 | 111 | 0.500 | 0.500 | not reached |" in text
+
+
+def test_custom_sections_follow_results_and_precede_model(tmp_path):
+    text = read_card(tmp_path).text
+    results, section, model = (text.index(heading) for heading in ("## Results", "## Tokenizer ceiling", "## Model"))
+    assert results < section < model
+    assert "## Tokenizer ceiling\n\n| class | accuracy |\n|---|---|\n| 111 (L2) | 0.750 |\n\n## Model" in text
+    assert "- hidden_size: `16`" in text and "- num_layers: `2`" in text
+    with pytest.raises(ValueError, match=r"\(title, markdown\) pair"):
+        read_card(tmp_path, details={**DETAILS, "sections": ["just a title"]})
+
+
+def test_metadata_names_only_hub_datasets(tmp_path):
+    data = read_card(tmp_path).data
+    assert data.library_name == "diffusers" and data.license == "apache-2.0"
+    assert data.datasets == ["someone/shapes-h32"]
+    assert "maskgit" in data.tags and "compgen" in data.tags
+    local_dir = tmp_path / "data" / "tiny-h32"
+    local_dir.mkdir(parents=True)
+    for local in ("tiny-h32", str(local_dir), "./data/x", None):
+        assert read_card(tmp_path, dataset_name=local).data.datasets is None, local
+    assert hub_dataset_id("a/b/c") is None
+
+
+def test_card_without_evaluations(tmp_path):
+    card = read_card(tmp_path, records=[], details={})
+    assert "No evaluation was run" in card.text
+    assert "# DiffusionPipeline trained with compgen" in card.text
+    assert not (tmp_path / "learning_dynamics.png").exists()
