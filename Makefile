@@ -18,8 +18,9 @@ setup: $(PY)
 quickstart: setup
 	$(PY) -m compgen.quickstart --output-dir $(OUT)
 
+# Tests run single-threaded: their models are tiny, and extra torch threads only add overhead and contention.
 test: setup
-	$(PY) -m pytest
+	OMP_NUM_THREADS=1 $(PY) -m pytest
 
 lint: setup
 	$(VENV)/bin/ruff check src tests examples dataset_scripts pipelines benchmarks

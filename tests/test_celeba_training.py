@@ -103,6 +103,8 @@ def script_parser(with_unet_options: bool = True) -> argparse.ArgumentParser:
         parser.add_argument("--block_out_channels", default="64,128")
         parser.add_argument("--conditioning", default="full")
         parser.add_argument("--eval_inference_steps", type=int, default=20)
+        parser.add_argument("--layers_per_block", type=int, default=2)
+        parser.add_argument("--prediction_type", default="epsilon")
     add_celeba_arguments(parser)
     add_training_arguments(parser)
     return parser
