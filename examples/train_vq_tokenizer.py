@@ -11,46 +11,25 @@ ceiling for any generator decoding through this tokenizer. Pass the directory to
 from __future__ import annotations
 
 import argparse
-import logging
-from pathlib import Path
 
-import torch
-from diffusers import VQModel
-
-from compgen.models.vq_tokenizer import build_vq_tokenizer
 from compgen.training.script import prepare_run
-from compgen.training.vq_task import VQTask, reconstruction_report, reconstruction_summary
+from compgen.training.vq_task import VQ_PRESETS, add_vq_tokenizer_arguments, train_vq_tokenizer
 
-logger = logging.getLogger(__name__)
-
+# The tokenizer flags are the ones examples/train_maskgit_jepa.py uses; here --max_train_steps and --learning_rate
+# are the tokenizer's own (there they are the generator's, and --vq_steps / --vq_learning_rate the tokenizer's).
 PRESETS = {
-    "paper": dict(block_out_channels="64,128,128", vq_embed_dim=128, max_train_steps=5000, learning_rate=1e-3),
-    "cpu-quick": dict(block_out_channels="16,32,32", vq_embed_dim=16, max_train_steps=400, learning_rate=2e-3,
-                      mixed_precision="bf16"),
+    name: {{"vq_steps": "max_train_steps", "vq_learning_rate": "learning_rate"}.get(key, key): value
+           for key, value in preset.items()}
+    for name, preset in VQ_PRESETS.items()
 }
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--block_out_channels", default="32,64,64", help="3 entries = downsampling 4")
-    parser.add_argument("--codebook_size", type=int, default=256)
-    parser.add_argument("--vq_embed_dim", type=int, default=32)
-    parser.set_defaults(use_ema=False)
+    add_vq_tokenizer_arguments(parser)
+    parser.set_defaults(use_ema=False, lr_scheduler="cosine")
     args, config, run = prepare_run(parser, PRESETS, argv)
-    torch.manual_seed(config.seed)
-    vqvae = build_vq_tokenizer(
-        sample_size=run.train_data.image_size,
-        block_out_channels=tuple(int(c) for c in args.block_out_channels.split(",")),
-        num_vq_embeddings=args.codebook_size,
-        vq_embed_dim=args.vq_embed_dim,
-    )
-    run.train(VQTask(vqvae, run.train_data.space), probes=False)
-    if run.probes is not None:
-        output_dir = Path(config.output_dir)
-        trained = VQModel.from_pretrained(output_dir)
-        report_path = output_dir / "vq_reconstruction.json"
-        report = reconstruction_report(trained, run.graph, run.probes, output_path=report_path)
-        logger.info("VQ reconstruction probe accuracy: %s", reconstruction_summary(report))
+    train_vq_tokenizer(args, run, config.output_dir)
 
 
 if __name__ == "__main__":

@@ -122,3 +122,32 @@ def test_resume_after_a_crash_is_exact(script, dataset_dir, trained_run, tmp_pat
         assert straight.keys() == resumed.keys()
         for key in straight:
             torch.testing.assert_close(resumed[key], straight[key], rtol=0, atol=0, msg=f"{name}: {key}")
+
+
+def test_dead_code_restarts_and_crops_are_deterministic():
+    from compgen.models.vq_tokenizer import build_vq_tokenizer
+    from compgen.training.vq_task import random_crops, restart_dead_codes
+
+    torch.manual_seed(0)
+    vqvae = build_vq_tokenizer(sample_size=16, block_out_channels=(8, 8, 8), num_vq_embeddings=32, vq_embed_dim=4)
+    codebook = vqvae.quantize.embedding.weight
+    latents = torch.randn(2, 4, 2, 2)  # 8 vectors: at most 8 codes used, at least 24 dead
+    before = codebook.detach().clone()
+    restarted = restart_dead_codes(vqvae, latents, seed=5)
+    assert restarted >= 24
+    changed = (codebook != before).any(dim=1)
+    assert int(changed.sum()) == restarted
+    vectors = latents.permute(0, 2, 3, 1).reshape(-1, 4)
+    # every restarted code is one of the batch's latent vectors
+    assert all(torch.isclose(codebook[i], vectors).all(dim=1).any() for i in changed.nonzero()[:, 0])
+    again = vqvae.quantize.embedding.weight.detach().clone()
+    vqvae.quantize.embedding.weight.data.copy_(before)
+    restart_dead_codes(vqvae, latents, seed=5)
+    assert torch.equal(vqvae.quantize.embedding.weight, again)
+
+    images = torch.arange(2 * 3 * 28 * 28, dtype=torch.float32).reshape(2, 3, 28, 28)
+    crops = random_crops(images, 12, torch.Generator().manual_seed(1))
+    assert crops.shape == (2, 3, 12, 12)
+    assert torch.equal(crops, random_crops(images, 12, torch.Generator().manual_seed(1)))
+    with pytest.raises(ValueError, match="crop_size"):
+        random_crops(images, 30)

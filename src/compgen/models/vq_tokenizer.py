@@ -17,12 +17,15 @@ def build_vq_tokenizer(
     vq_embed_dim: int = 32,
     layers_per_block: int = 1,
     norm_num_groups: int = 8,
+    mid_block_add_attention: bool = False,
 ) -> VQModel:
     """A ``VQModel`` that downsamples by ``2 ** (len(block_out_channels) - 1)`` (4 by default).
 
     ``vq_embed_dim`` stays small (32 rather than the fork's 128): nearest-neighbour quantization in a low
     dimension uses more of the codebook when training is short. Indices round-trip through
     :func:`encode_to_indices` / :func:`decode_indices` (``lookup_from_codebook=True``).
+    ``mid_block_add_attention`` is off by default: global self-attention lets the codes of a patch depend on the
+    whole image, which hurts reconstructing compositions the tokenizer never saw (see :class:`VQTask`).
     """
     downscale = 2 ** (len(block_out_channels) - 1)
     if sample_size % downscale:
@@ -42,6 +45,7 @@ def build_vq_tokenizer(
         norm_num_groups=norm_num_groups,
         sample_size=sample_size,
         lookup_from_codebook=True,
+        mid_block_add_attention=mid_block_add_attention,
     )
 
 

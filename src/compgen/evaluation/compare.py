@@ -1,0 +1,168 @@
+"""Compare training arms (e.g. MaskGIT vs MaskGIT + JEPA) over several seeds from their learning-dynamics logs.
+
+Each arm is a list of runs, each run the records of its ``learning_dynamics.jsonl``. Per arm and level we report
+the final and best multiplicative accuracy (mean +- std over seeds) and the first step at which each seed's level
+accuracy reaches given thresholds, and plot the mean curve per level and arm with a band of +- one std.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..io import atomic_write_text
+from .plots import level_color, save_figure, subplots
+
+Records = Sequence[dict[str, Any]]
+DEFAULT_THRESHOLDS = (0.5, 0.9)
+
+
+@dataclass
+class LevelSummary:
+    """One arm's statistics at one level over its seeds."""
+
+    final: list[float]
+    best: list[float]
+    first_step: dict[float, list[int | None]]
+    """Per threshold, each seed's first evaluated step with level accuracy >= threshold (``None``: never)."""
+
+    @staticmethod
+    def _mean_std(values: Sequence[float]) -> str:
+        array = np.asarray(values, dtype=np.float64)
+        return f"{array.mean():.3f} +- {array.std():.3f}"
+
+    def final_text(self) -> str:
+        return self._mean_std(self.final)
+
+    def best_text(self) -> str:
+        return self._mean_std(self.best)
+
+    def first_step_text(self, threshold: float) -> str:
+        steps = self.first_step[threshold]
+        reached = [step for step in steps if step is not None]
+        if not reached:
+            return "never"
+        text = f"{np.mean(reached):.0f}"
+        return text if len(reached) == len(steps) else f"{text} ({len(reached)}/{len(steps)} seeds)"
+
+
+def level_curve(records: Records, level: int | str) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, level accuracy) of one run; ``level_accuracy`` keys may be ints or strings (after JSON)."""
+    steps = np.asarray([record["step"] for record in records], dtype=np.int64)
+    values = np.asarray([_level_value(record, level) for record in records], dtype=np.float64)
+    return steps, values
+
+
+def _level_value(record: dict[str, Any], level: int | str) -> float:
+    table = record["level_accuracy"]
+    return float(table[str(level)] if str(level) in table else table[int(level)])
+
+
+def run_levels(records: Records) -> list[int]:
+    if not records:
+        raise ValueError("a run has no evaluation records")
+    return sorted(int(level) for level in records[0]["level_accuracy"])
+
+
+def summarize_arm(runs: Sequence[Records], thresholds: Sequence[float] = DEFAULT_THRESHOLDS) -> dict[int, LevelSummary]:
+    """Per level: final and best accuracy of every seed, and the first step each threshold is reached."""
+    if not runs:
+        raise ValueError("an arm needs at least one run")
+    summary = {}
+    for level in run_levels(runs[0]):
+        final, best, first = [], [], {t: [] for t in thresholds}
+        for records in runs:
+            steps, values = level_curve(records, level)
+            final.append(float(values[-1]))
+            best.append(float(values.max()))
+            for threshold in thresholds:
+                hits = np.nonzero(values >= threshold)[0]
+                first[threshold].append(int(steps[hits[0]]) if len(hits) else None)
+        summary[level] = LevelSummary(final, best, first)
+    return summary
+
+
+def comparison_markdown(
+    arms: Mapping[str, Sequence[Records]], thresholds: Sequence[float] = DEFAULT_THRESHOLDS, title: str | None = None
+) -> str:
+    """A markdown table: one row per (level, arm) with final / best accuracy and first steps to each threshold."""
+    summaries = {name: summarize_arm(runs, thresholds) for name, runs in arms.items()}
+    header = ["level", "arm", "seeds", "final accuracy", "best accuracy"] + [f"first step >= {t}" for t in thresholds]
+    lines = [f"# {title}", ""] if title else []
+    lines += [
+        "Multiplicative accuracy per level (mean +- std over seeds; first steps averaged over the seeds that reach "
+        "the threshold).",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
+    levels = sorted({level for summary in summaries.values() for level in summary})
+    for level in levels:
+        for name, summary in summaries.items():
+            if level not in summary:
+                continue
+            entry = summary[level]
+            row = [str(level), name, str(len(entry.final)), entry.final_text(), entry.best_text()]
+            row += [entry.first_step_text(t) for t in thresholds]
+            lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def mean_curves(runs: Sequence[Records], level: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(steps, mean, std) of one level over runs, on the steps all runs evaluated."""
+    curves = [dict(zip(*level_curve(records, level), strict=True)) for records in runs]
+    common = sorted(set.intersection(*(set(curve) for curve in curves)))
+    if not common:
+        raise ValueError("the runs share no evaluation step")
+    values = np.asarray([[curve[step] for step in common] for curve in curves], dtype=np.float64)
+    return np.asarray(common), values.mean(axis=0), values.std(axis=0)
+
+
+def plot_comparison(
+    arms: Mapping[str, Sequence[Records]], path: str | os.PathLike, log_x: bool = True, title: str | None = None
+) -> None:
+    """Side-by-side panels, one per arm: mean level accuracy vs step, colored by level, with a +- std band."""
+    fig, axes = subplots(1, len(arms), figsize=(5 * len(arms), 3.8), sharey=True, squeeze=False)
+    for ax, (name, runs) in zip(axes[0], arms.items(), strict=True):
+        for level in run_levels(runs[0]):
+            steps, mean, std = mean_curves(runs, level)
+            color = level_color(level)
+            ax.plot(steps, mean, color=color, linewidth=1.8, label=f"level {level}")
+            ax.fill_between(steps, np.clip(mean - std, 0, 1), np.clip(mean + std, 0, 1), color=color, alpha=0.2)
+        if log_x:
+            ax.set_xscale("log")
+        ax.set_ylim(-0.03, 1.03)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        ax.set_title(f"{name} ({len(runs)} seeds)")
+        ax.legend(frameon=False, fontsize=8)
+    axes[0][0].set_ylabel("multiplicative accuracy")
+    if title:
+        fig.suptitle(title)
+    save_figure(fig, path)
+
+
+def write_comparison_report(
+    arms: Mapping[str, Sequence[Records]],
+    report_dir: str | os.PathLike,
+    thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
+    title: str = "Comparison",
+    notes: str = "",
+) -> str:
+    """Write ``README.md`` (table + plot + ``notes``) and ``learning_dynamics.png`` to ``report_dir``; returns the
+    markdown."""
+    from pathlib import Path
+
+    report_dir = Path(report_dir)
+    report_dir.mkdir(parents=True, exist_ok=True)
+    plot_comparison(arms, report_dir / "learning_dynamics.png", title=title)
+    text = comparison_markdown(arms, thresholds, title=title)
+    text += "\n![mean learning dynamics per level, band = +- std over seeds](learning_dynamics.png)\n"
+    if notes:
+        text += "\n" + notes.strip() + "\n"
+    atomic_write_text(report_dir / "README.md", text)
+    return text

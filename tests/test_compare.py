@@ -1,0 +1,56 @@
+"""Aggregation of several runs' learning-dynamics logs into a comparison report."""
+
+import numpy as np
+import pytest
+
+from compgen.evaluation.compare import comparison_markdown, mean_curves, summarize_arm, write_comparison_report
+
+
+def make_run(level2: list[float], steps=(100, 200, 300, 400)) -> list[dict]:
+    """Hand-made records: level 0 always 1.0, level 2 as given (JSON-style string keys)."""
+    return [{"step": s, "level_accuracy": {"0": 1.0, "2": v}} for s, v in zip(steps, level2, strict=True)]
+
+
+def test_summary_final_best_and_first_steps():
+    runs = [make_run([0.0, 0.6, 0.95, 0.7]), make_run([0.1, 0.2, 0.4, 0.3])]
+    summary = summarize_arm(runs, thresholds=(0.5, 0.9))
+    level2 = summary[2]
+    assert level2.final == [0.7, 0.3]
+    assert level2.best == [0.95, 0.4]
+    assert level2.first_step[0.5] == [200, None]
+    assert level2.first_step[0.9] == [300, None]
+    assert level2.final_text() == "0.500 +- 0.200"
+    assert level2.first_step_text(0.5) == "200 (1/2 seeds)"
+    assert summary[0].first_step_text(0.9) == "100"
+    assert summarize_arm([make_run([0.0] * 4)])[2].first_step_text(0.5) == "never"
+
+
+def test_markdown_has_one_row_per_level_and_arm():
+    arms = {"maskgit": [make_run([0.0, 0.1, 0.1, 0.0])], "maskgit+jepa": [make_run([0.0, 0.5, 0.9, 0.8])]}
+    text = comparison_markdown(arms, title="t")
+    rows = [line for line in text.splitlines() if line.startswith("| 2 |")]
+    assert [row.split(" | ")[1] for row in rows] == ["maskgit", "maskgit+jepa"]
+    assert "0.800 +- 0.000" in rows[1] and "| 200 | 300 |" in rows[1]
+
+
+def test_mean_curves_use_common_steps():
+    runs = [make_run([0.0, 0.2, 0.4, 0.6]), make_run([0.2, 0.4, 0.6], steps=(100, 200, 300))]
+    steps, mean, std = mean_curves(runs, 2)
+    np.testing.assert_array_equal(steps, [100, 200, 300])
+    np.testing.assert_allclose(mean, [0.1, 0.3, 0.5])
+    np.testing.assert_allclose(std, [0.1, 0.1, 0.1])
+
+
+def test_report_files(tmp_path):
+    arms = {"a": [make_run([0.0, 0.5, 1.0, 1.0])], "b": [make_run([0.0, 0.0, 0.5, 0.5])] * 2}
+    text = write_comparison_report(arms, tmp_path / "report", title="A vs B", notes="note here")
+    assert (tmp_path / "report" / "README.md").read_text() == text
+    assert (tmp_path / "report" / "learning_dynamics.png").stat().st_size > 1000
+    assert "note here" in text
+
+
+def test_empty_inputs_are_errors():
+    with pytest.raises(ValueError, match="at least one run"):
+        summarize_arm([])
+    with pytest.raises(ValueError, match="no evaluation records"):
+        summarize_arm([[]])
