@@ -71,7 +71,7 @@ class ConceptProbes(ModelMixin, ConfigMixin):
         self.space = ConceptSpace.from_dict(concept_space)
         # Saved configs are written with sorted keys, which would reorder a dict; keep the variable order as
         # a list of [name, values] pairs (``ConceptSpace.from_dict`` reads both forms).
-        self.register_to_config(concept_space=[[v.name, list(v.values)] for v in self.space.variables])
+        self.register_to_config(concept_space=self.space.to_pairs())
         in_features = 3 * image_size * image_size
         heads = {}
         for variable in self.space.variables:

@@ -10,20 +10,11 @@ the unconditional branch of classifier-free guidance.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import torch
 from torch import nn
 
-from ..concepts import ConceptSpace
-
-SpaceLike = ConceptSpace | Mapping[str, Sequence[str]] | Sequence[Sequence[Any]]
-"""A ``ConceptSpace``, its ``to_dict()`` form, or a list of ``[variable, [value names]]`` pairs (model configs)."""
-
-
-def as_concept_space(space: SpaceLike) -> ConceptSpace:
-    """Return ``space`` as a :class:`ConceptSpace` (accepts every :data:`SpaceLike` form)."""
-    return space if isinstance(space, ConceptSpace) else ConceptSpace.from_dict(space)
+from ..concepts import ConceptSpace, ConceptSpaceLike
 
 
 class ConceptEmbedding(nn.Module):
@@ -40,13 +31,13 @@ class ConceptEmbedding(nn.Module):
 
     def __init__(
         self,
-        concept_space: SpaceLike,
+        concept_space: ConceptSpaceLike,
         embedding_dim: int,
         continuous_concepts: Mapping[str, Sequence[Sequence[float]]] | None = None,
         use_null: bool = False,
     ) -> None:
         super().__init__()
-        space = as_concept_space(concept_space)
+        space = ConceptSpace.from_dict(concept_space)
         continuous_concepts = dict(continuous_concepts or {})
         unknown = sorted(set(continuous_concepts) - set(space.names))
         if unknown:

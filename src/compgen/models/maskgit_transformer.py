@@ -20,7 +20,7 @@ from diffusers.utils import BaseOutput
 from torch import nn
 
 from ..concepts import ConceptSpace
-from .concept_embedding import ConceptEmbedding, as_concept_space
+from .concept_embedding import ConceptEmbedding
 from .tuple_unet import CONDITIONING_MODES
 
 
@@ -67,9 +67,9 @@ class MaskGITTransformer(ModelMixin, ConfigMixin):
         concept_dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        space = as_concept_space(concept_space)
+        space = ConceptSpace.from_dict(concept_space)
         # Sorted-key JSON would reorder a dict and permute the tuple digits on reload (see TupleConditionedUNet).
-        self.register_to_config(concept_space=[[name, list(values)] for name, values in space.to_dict().items()])
+        self.register_to_config(concept_space=space.to_pairs())
         if conditioning not in CONDITIONING_MODES:
             raise ValueError(f"conditioning must be one of {CONDITIONING_MODES}, got {conditioning!r}")
         if conditioning == "full" and not continuous_concepts:

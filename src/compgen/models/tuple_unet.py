@@ -20,20 +20,20 @@ from diffusers.models.modeling_utils import ModelMixin
 from diffusers.models.unets.unet_2d import UNet2DOutput
 from torch import nn
 
-from ..concepts import ConceptSpace
+from ..concepts import ConceptSpace, ConceptSpaceLike
 from ..shapes import COLOR_RGB, SIZE_SCALE
-from .concept_embedding import ConceptEmbedding, SpaceLike, as_concept_space
+from .concept_embedding import ConceptEmbedding
 
 CONDITIONING_MODES = ("quantized", "full")
 
 
-def shapes_continuous_concepts(space: SpaceLike) -> dict[str, list[list[float]]]:
+def shapes_continuous_concepts(space: ConceptSpaceLike) -> dict[str, list[list[float]]]:
     """Canonical continuous values of the shapes space for ``full`` conditioning: RGB per color, scale per size.
 
     The rows match the data's per-image ``rgb`` (3 floats) and ``size`` (1 float), so training conditions on
     ``torch.cat([rgb, size[:, None]], dim=1)`` and sampling on these class values.
     """
-    space = as_concept_space(space)
+    space = ConceptSpace.from_dict(space)
     return {
         "color": [list(COLOR_RGB[value]) for value in space.variable("color").values],
         "size": [[SIZE_SCALE[value]] for value in space.variable("size").values],
@@ -126,10 +126,10 @@ class TupleConditionedUNet2DModel(ModelMixin, ConfigMixin):
         concept_dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        space = as_concept_space(concept_space)
+        space = ConceptSpace.from_dict(concept_space)
         # diffusers writes configs with sorted keys, which would reorder a {variable: values} dict and silently
         # permute the tuple digits on reload; an ordered list of [variable, values] pairs survives the round trip.
-        self.register_to_config(concept_space=[[name, list(values)] for name, values in space.to_dict().items()])
+        self.register_to_config(concept_space=space.to_pairs())
         if conditioning not in CONDITIONING_MODES:
             raise ValueError(f"conditioning must be one of {CONDITIONING_MODES}, got {conditioning!r}")
         if conditioning == "full" and not continuous_concepts:
