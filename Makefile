@@ -15,8 +15,12 @@ $(PY):
 
 setup: $(PY)
 
+# The main job on a small CPU default: export the default dataset with a contact sheet, then train the flagship
+# MaskGIT + JEPA model (tokenizer first) with its cpu-quick preset into $(OUT)/maskgit-jepa (about 8 minutes).
 quickstart: setup
 	$(PY) -m compgen.quickstart --output-dir $(OUT)
+	OMP_NUM_THREADS=1 $(VENV)/bin/accelerate launch --cpu --num_processes 1 --num_cpu_threads_per_process 1 \
+		examples/train_maskgit_jepa.py --preset cpu-quick --output_dir $(OUT)/maskgit-jepa
 
 # Tests run single-threaded: their models are tiny, and extra torch threads only add overhead and contention.
 test: setup
