@@ -1,6 +1,7 @@
 """Shared test fixtures."""
 
 import pytest
+import torch
 from accelerate.state import AcceleratorState, GradientState
 
 
@@ -16,3 +17,12 @@ def fresh_accelerator_state():
     reset_accelerate_state()
     yield
     reset_accelerate_state()
+
+
+@pytest.fixture(scope="module")
+def single_thread():
+    """Small models on a shared 2-core machine run far faster single-threaded; restored afterwards."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)

@@ -10,13 +10,7 @@ from compgen.evaluation.tracker import renderer_generator
 GRAPH = get_split_preset("H32-train1").graph()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def single_thread():
-    """Small matmuls on a shared 2-core machine run far faster single-threaded; restored afterwards."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
 from compgen import get_split_preset
 from compgen.evaluation.probes import default_shapes_probes
@@ -17,13 +16,7 @@ from compgen.evaluation.tracker import (
 GRAPH = get_split_preset("H32-train1").graph()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def single_thread():
-    """Small matmuls on a shared 2-core machine run far faster single-threaded; restored afterwards."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 class RecordingAccelerator:

@@ -16,6 +16,21 @@ from torch import nn
 
 from ..concepts import ConceptSpace, ConceptSpaceLike
 
+CONDITIONING_MODES = ("quantized", "full")
+
+
+def check_conditioning(conditioning: str, continuous_concepts: Mapping | None, concept_dropout: float) -> None:
+    """Validate the conditioning options every concept-conditioned model shares (clear ``ValueError`` otherwise)."""
+    if conditioning not in CONDITIONING_MODES:
+        raise ValueError(f"conditioning must be one of {CONDITIONING_MODES}, got {conditioning!r}")
+    if conditioning == "full" and not continuous_concepts:
+        raise ValueError(
+            "conditioning='full' needs continuous_concepts (the canonical value table per continuous variable), "
+            "e.g. shapes_continuous_concepts(space)"
+        )
+    if not 0.0 <= concept_dropout < 1.0:
+        raise ValueError(f"concept_dropout must be in [0, 1), got {concept_dropout}")
+
 
 class ConceptEmbedding(nn.Module):
     """Embed a batch of concept classes ``(B, V)`` into one vector per variable, ``(B, V, embedding_dim)``.

@@ -20,8 +20,7 @@ from diffusers.utils import BaseOutput
 from torch import nn
 
 from ..concepts import ConceptSpace
-from .concept_embedding import ConceptEmbedding
-from .tuple_unet import CONDITIONING_MODES
+from .concept_embedding import ConceptEmbedding, check_conditioning
 
 
 @dataclass
@@ -70,12 +69,7 @@ class MaskGITTransformer(ModelMixin, ConfigMixin):
         space = ConceptSpace.from_dict(concept_space)
         # Sorted-key JSON would reorder a dict and permute the tuple digits on reload (see TupleConditionedUNet).
         self.register_to_config(concept_space=space.to_pairs())
-        if conditioning not in CONDITIONING_MODES:
-            raise ValueError(f"conditioning must be one of {CONDITIONING_MODES}, got {conditioning!r}")
-        if conditioning == "full" and not continuous_concepts:
-            raise ValueError("conditioning='full' needs continuous_concepts, e.g. shapes_continuous_concepts(space)")
-        if not 0.0 <= concept_dropout < 1.0:
-            raise ValueError(f"concept_dropout must be in [0, 1), got {concept_dropout}")
+        check_conditioning(conditioning, continuous_concepts, concept_dropout)
         if hidden_size % num_heads:
             raise ValueError(f"hidden_size {hidden_size} must be divisible by num_heads {num_heads}")
         if num_layers < 1 or codebook_size < 2 or grid_size < 1:

@@ -22,9 +22,7 @@ from torch import nn
 
 from ..concepts import ConceptSpace, ConceptSpaceLike
 from ..shapes import COLOR_RGB, SIZE_SCALE
-from .concept_embedding import ConceptEmbedding
-
-CONDITIONING_MODES = ("quantized", "full")
+from .concept_embedding import ConceptEmbedding, check_conditioning
 
 
 def shapes_continuous_concepts(space: ConceptSpaceLike) -> dict[str, list[list[float]]]:
@@ -130,15 +128,7 @@ class TupleConditionedUNet2DModel(ModelMixin, ConfigMixin):
         # diffusers writes configs with sorted keys, which would reorder a {variable: values} dict and silently
         # permute the tuple digits on reload; an ordered list of [variable, values] pairs survives the round trip.
         self.register_to_config(concept_space=space.to_pairs())
-        if conditioning not in CONDITIONING_MODES:
-            raise ValueError(f"conditioning must be one of {CONDITIONING_MODES}, got {conditioning!r}")
-        if conditioning == "full" and not continuous_concepts:
-            raise ValueError(
-                "conditioning='full' needs continuous_concepts (the canonical value table per continuous variable), "
-                "e.g. shapes_continuous_concepts(space)"
-            )
-        if not 0.0 <= concept_dropout < 1.0:
-            raise ValueError(f"concept_dropout must be in [0, 1), got {concept_dropout}")
+        check_conditioning(conditioning, continuous_concepts, concept_dropout)
         if not block_out_channels or layers_per_block < 1:
             raise ValueError("block_out_channels must be non-empty and layers_per_block at least 1")
         if any(channels % norm_num_groups for channels in block_out_channels):
