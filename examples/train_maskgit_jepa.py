@@ -27,7 +27,6 @@ from compgen.training.script import prepare_run
 from compgen.training.vq_task import (
     VQ_PRESETS,
     add_vq_tokenizer_arguments,
-    reconstruction_summary,
     report_for_run,
     train_vq_tokenizer,
 )
@@ -131,13 +130,8 @@ def main(argv: list[str] | None = None) -> None:
         label_smoothing=args.label_smoothing,
         eval_inference_steps=args.eval_inference_steps,
         eval_temperature=args.eval_temperature,
+        tokenizer_report=report,
     )
-    if report is not None:
-        task.extra_card_entries = {
-            "tokenizer ceiling (probe accuracy of VQ reconstructions per class; held-out classes included)":
-                reconstruction_summary(report),
-            "codebook entries used": f"{report['codebook_entries_used']} of {report['codebook_size']}",
-        }
     run.train(task)
 
 

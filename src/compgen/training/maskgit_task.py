@@ -18,6 +18,7 @@ from ..models.vq_tokenizer import encode_to_indices
 from ..schedulers.scheduling_maskgit import MaskGITScheduler
 from .ema import ExponentialMovingAverage, MomentumSchedule
 from .trainer import TrainingTask
+from .vq_task import reconstruction_markdown
 
 JEPA_TARGET_DIR = "jepa_target"
 
@@ -70,6 +71,7 @@ class MaskGITTask(TrainingTask):
         eval_temperature: float = 2.0,
         eval_batch_size: int = 400,
         use_full_conditioning: bool | None = None,
+        tokenizer_report: dict[str, Any] | None = None,
     ) -> None:
         if jepa_weight < 0:
             raise ValueError(f"jepa_weight must be non-negative, got {jepa_weight}")
@@ -83,6 +85,7 @@ class MaskGITTask(TrainingTask):
         self.label_smoothing = label_smoothing
         self.eval_inference_steps = eval_inference_steps
         self.eval_temperature = eval_temperature
+        self.tokenizer_report = tokenizer_report
         self.eval_batch_size = eval_batch_size
         self.use_full_conditioning = (
             transformer.config.conditioning == "full" if use_full_conditioning is None else use_full_conditioning
@@ -183,10 +186,13 @@ class MaskGITTask(TrainingTask):
                                      "steps)",
                 "jepa_target_encoder": f"{JEPA_TARGET_DIR}/ (MaskGITTransformer.from_pretrained)",
             }
-        hyper |= getattr(self, "extra_card_entries", {})
+        sections = []
+        if self.tokenizer_report is not None:
+            sections.append(("Tokenizer ceiling", reconstruction_markdown(self.tokenizer_report)))
         return {
             "model_name": "MaskGITTransformer" + (" + JEPA" if self.target is not None else ""),
             "pipeline_class": "MaskGITPipeline",
             "tags": ["maskgit", "vq"] + (["jepa"] if self.target is not None else []),
             "hyperparameters": hyper,
+            "sections": sections,
         }
