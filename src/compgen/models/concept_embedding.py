@@ -159,3 +159,19 @@ def _value_table(name: str, num_values: int, rows: Sequence[Sequence[float]]) ->
             f"got shape {tuple(table.shape)}"
         )
     return table
+
+
+class ConceptConditionedMixin:
+    """For models that own a :class:`ConceptEmbedding` as ``self.concept_embedding`` (what pipelines rely on)."""
+
+    concept_embedding: ConceptEmbedding
+
+    @property
+    def concept_space(self) -> ConceptSpace:
+        """The model's concept space (variables and value names, in tuple order)."""
+        return self.concept_embedding.space
+
+    @property
+    def has_null_embeddings(self) -> bool:
+        """Whether the model learned null concepts (``concept_dropout > 0``), needed for classifier-free guidance."""
+        return self.concept_embedding.null_embedding is not None

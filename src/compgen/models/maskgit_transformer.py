@@ -20,7 +20,7 @@ from diffusers.utils import BaseOutput
 from torch import nn
 
 from ..concepts import ConceptSpace
-from .concept_embedding import ConceptEmbedding, check_conditioning
+from .concept_embedding import ConceptConditionedMixin, ConceptEmbedding, check_conditioning
 
 
 @dataclass
@@ -32,7 +32,7 @@ class MaskGITTransformerOutput(BaseOutput):
     hidden_states: tuple[torch.Tensor, ...] | None = None
 
 
-class MaskGITTransformer(ModelMixin, ConfigMixin):
+class MaskGITTransformer(ModelMixin, ConfigMixin, ConceptConditionedMixin):
     r"""Predicts the VQ index of every image token from a partially masked grid and a concept tuple.
 
     Args:
@@ -104,15 +104,6 @@ class MaskGITTransformer(ModelMixin, ConfigMixin):
     @property
     def mask_token_id(self) -> int:
         return self.config.codebook_size
-
-    @property
-    def concept_space(self) -> ConceptSpace:
-        return self.concept_embedding.space
-
-    @property
-    def has_null_embeddings(self) -> bool:
-        """Whether null concepts were learned (``concept_dropout > 0``), needed for classifier-free guidance."""
-        return self.concept_embedding.null_embedding is not None
 
     def forward(
         self,

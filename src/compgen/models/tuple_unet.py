@@ -22,7 +22,7 @@ from torch import nn
 
 from ..concepts import ConceptSpace, ConceptSpaceLike
 from ..shapes import COLOR_RGB, SIZE_SCALE
-from .concept_embedding import ConceptEmbedding, check_conditioning
+from .concept_embedding import ConceptConditionedMixin, ConceptEmbedding, check_conditioning
 
 
 def shapes_continuous_concepts(space: ConceptSpaceLike) -> dict[str, list[list[float]]]:
@@ -88,7 +88,7 @@ class UpStage(nn.Module):
         return self.blocks(self.upsample(torch.cat([x, skip], dim=1)))
 
 
-class TupleConditionedUNet2DModel(ModelMixin, ConfigMixin):
+class TupleConditionedUNet2DModel(ModelMixin, ConfigMixin, ConceptConditionedMixin):
     r"""A U-Net denoiser conditioned on a concept tuple (Okawa et al. 2023).
 
     Args:
@@ -172,16 +172,6 @@ class TupleConditionedUNet2DModel(ModelMixin, ConfigMixin):
             continuous_concepts=continuous_concepts if conditioning == "full" else None,
             use_null=concept_dropout > 0,
         )
-
-    @property
-    def concept_space(self) -> ConceptSpace:
-        """The model's concept space (variables and value names, in tuple order)."""
-        return self.concept_embedding.space
-
-    @property
-    def has_null_embeddings(self) -> bool:
-        """Whether the model learned null concepts (``concept_dropout > 0``), needed for classifier-free guidance."""
-        return self.concept_embedding.null_embedding is not None
 
     def forward(
         self,
