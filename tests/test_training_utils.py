@@ -56,3 +56,15 @@ def test_training_arguments_round_trip():
         TrainingConfig(push_to_hub=True)
     with pytest.raises(ValueError, match="mixed_precision"):
         TrainingConfig(mixed_precision="fp8")
+
+
+def test_prepare_run_makes_model_initialisation_a_function_of_the_seed(tmp_path):
+    from compgen.training.script import prepare_run
+
+    def draw(seed: int) -> torch.Tensor:
+        argv = ["--no_eval", "--seed", str(seed), "--cache_dir", str(tmp_path), "--output_dir", str(tmp_path / "out")]
+        prepare_run(argparse.ArgumentParser(), {}, argv)
+        return torch.randn(4)
+
+    assert torch.equal(draw(3), draw(3))
+    assert not torch.equal(draw(3), draw(4))

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import nn
 
 from ..concepts import ConceptGraph
@@ -206,6 +207,7 @@ def prepare_run(
     extra["preset"] = preset
     config = config_from_args(args, extra=extra)
     run = TrainingRun(config, train_data, graph, probes, dataset_name=dataset_name)
+    torch.manual_seed(config.seed)  # the script builds its model next: initial weights are a function of --seed
     return args, config, run
 
 
