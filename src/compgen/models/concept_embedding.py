@@ -166,6 +166,20 @@ class ConceptConditionedMixin:
 
     concept_embedding: ConceptEmbedding
 
+    def _register_concepts(
+        self, concept_space: ConceptSpaceLike, conditioning: str, continuous_concepts: Mapping | None,
+        concept_dropout: float,
+    ) -> ConceptSpace:
+        """Validate the conditioning options and store the concept space in the config as ordered pairs.
+
+        diffusers writes configs with sorted keys, which would reorder a ``{variable: values}`` dict and silently
+        permute the tuple digits on reload; ``[variable, values]`` pairs survive the round trip.
+        """
+        space = ConceptSpace.from_dict(concept_space)
+        self.register_to_config(concept_space=space.to_pairs())
+        check_conditioning(conditioning, continuous_concepts, concept_dropout)
+        return space
+
     @property
     def concept_space(self) -> ConceptSpace:
         """The model's concept space (variables and value names, in tuple order)."""

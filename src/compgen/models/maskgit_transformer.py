@@ -19,8 +19,7 @@ from diffusers.models.modeling_utils import ModelMixin
 from diffusers.utils import BaseOutput
 from torch import nn
 
-from ..concepts import ConceptSpace
-from .concept_embedding import ConceptConditionedMixin, ConceptEmbedding, check_conditioning
+from .concept_embedding import ConceptConditionedMixin, ConceptEmbedding
 
 
 @dataclass
@@ -66,10 +65,7 @@ class MaskGITTransformer(ModelMixin, ConfigMixin, ConceptConditionedMixin):
         concept_dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        space = ConceptSpace.from_dict(concept_space)
-        # Sorted-key JSON would reorder a dict and permute the tuple digits on reload (see TupleConditionedUNet).
-        self.register_to_config(concept_space=space.to_pairs())
-        check_conditioning(conditioning, continuous_concepts, concept_dropout)
+        space = self._register_concepts(concept_space, conditioning, continuous_concepts, concept_dropout)
         if hidden_size % num_heads:
             raise ValueError(f"hidden_size {hidden_size} must be divisible by num_heads {num_heads}")
         if num_layers < 1 or codebook_size < 2 or grid_size < 1:

@@ -22,7 +22,7 @@ from torch import nn
 
 from ..concepts import ConceptSpace, ConceptSpaceLike
 from ..shapes import COLOR_RGB, SIZE_SCALE
-from .concept_embedding import ConceptConditionedMixin, ConceptEmbedding, check_conditioning
+from .concept_embedding import ConceptConditionedMixin, ConceptEmbedding
 
 
 def shapes_continuous_concepts(space: ConceptSpaceLike) -> dict[str, list[list[float]]]:
@@ -124,11 +124,7 @@ class TupleConditionedUNet2DModel(ModelMixin, ConfigMixin, ConceptConditionedMix
         concept_dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        space = ConceptSpace.from_dict(concept_space)
-        # diffusers writes configs with sorted keys, which would reorder a {variable: values} dict and silently
-        # permute the tuple digits on reload; an ordered list of [variable, values] pairs survives the round trip.
-        self.register_to_config(concept_space=space.to_pairs())
-        check_conditioning(conditioning, continuous_concepts, concept_dropout)
+        space = self._register_concepts(concept_space, conditioning, continuous_concepts, concept_dropout)
         if not block_out_channels or layers_per_block < 1:
             raise ValueError("block_out_channels must be non-empty and layers_per_block at least 1")
         if any(channels % norm_num_groups for channels in block_out_channels):
