@@ -8,6 +8,15 @@ time or ``--parallel K`` at once (each single-threaded), and finally writes the 
 ``README.md`` (final / best per-level multiplicative accuracy, mean +- std over seeds, first steps to 0.5 and 0.9)
 and ``learning_dynamics.png`` (mean curve per level and arm, +- std band). Finished runs are reused, so a rerun only
 trains what is missing; ``--report_only`` just aggregates. Flags after ``--`` go to every training run.
+
+Ablations add arms beside the two references: each ``--arm NAME FLAGS`` is the JEPA arm plus ``FLAGS`` (later flags
+win), trained for ``--arm_seeds`` seeds into ``--runs_dir/<slug of NAME>-seedS``, e.g.
+
+    python examples/compare_maskgit_jepa.py --seeds 3 --arm_seeds 1 --arm "JEPA layers {3}" "--jepa_layers 3" \
+        --arm "JEPA block masks" "--mask_type block"
+
+``--seeds 0`` trains and reports the ablation arms alone (e.g. beside a comparison still running in the same
+``--runs_dir``); a final ``--report_only`` with both seed counts puts every arm in one report.
 """
 
 from __future__ import annotations
@@ -15,6 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 import time
@@ -55,6 +66,14 @@ def run_all(commands: list[tuple[Path, list[str]]], parallel: int) -> None:
                     raise SystemExit(f"[compare] run failed ({process.returncode}); see {log_path}")
 
 
+def arm_slug(name: str) -> str:
+    """A run-directory name for an arm: lower case, runs of other characters become one dash."""
+    slug = re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-")
+    if not slug or slug in {"maskgit", "jepa"}:
+        raise SystemExit(f"[compare] arm name {name!r} gives the run directory name {slug!r}; choose another name")
+    return slug
+
+
 def is_finished(run_dir: Path) -> bool:
     return (run_dir / "model_index.json").is_file() and (run_dir / LOG_NAME).is_file()
 
@@ -74,11 +93,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--report_dir", default="docs/maskgit_jepa")
     parser.add_argument("--parallel", type=int, default=1, help="runs at once, each single-threaded")
     parser.add_argument("--report_only", action="store_true", help="aggregate the finished runs only")
+    parser.add_argument("--arm", nargs=2, action="append", default=[], metavar=("NAME", "FLAGS"),
+                        help="an ablation arm: the JEPA arm plus these training flags (repeatable)")
+    parser.add_argument("--arm_seeds", type=int, default=None, help="seeds per ablation arm (default: --seeds)")
     args = parser.parse_args(argv)
     runs_dir, vqvae_path = Path(args.runs_dir), Path(args.vqvae_path)
-    arms = {"MaskGIT": 0.0, f"MaskGIT + JEPA (lambda {args.jepa_weight:g})": args.jepa_weight}
-    run_dirs = {name: [runs_dir / f"{'jepa' if weight else 'maskgit'}-seed{seed}" for seed in range(args.seeds)]
-                for name, weight in arms.items()}
+    jepa_flags = ["--jepa_weight", str(args.jepa_weight)]
+    arms = {"MaskGIT": ("maskgit", ["--jepa_weight", "0"], args.seeds),
+            f"MaskGIT + JEPA (lambda {args.jepa_weight:g})": ("jepa", jepa_flags, args.seeds)}
+    for name, flags in args.arm:
+        if name in arms:
+            raise SystemExit(f"[compare] arm {name!r} is given twice")
+        arms[name] = (arm_slug(name), jepa_flags + shlex.split(flags), args.arm_seeds or args.seeds)
+    run_dirs = {name: [runs_dir / f"{slug}-seed{seed}" for seed in range(seeds)]
+                for name, (slug, _, seeds) in arms.items()}
 
     if not args.report_only:
         if not (vqvae_path / "config.json").is_file():
@@ -89,21 +117,27 @@ def main(argv: list[str] | None = None) -> None:
         commands = [
             (runs_dir / "logs" / f"{run_dir.name}.log",
              launch_command("train_maskgit_jepa.py", "--preset", args.preset, "--vqvae_path", str(vqvae_path),
-                            "--jepa_weight", str(weight), "--seed", str(seed), "--output_dir", str(run_dir),
-                            "--resume_from_checkpoint", "latest", *steps, *passthrough))
-            for seed in range(args.seeds)
-            for (name, weight) in arms.items()
+                            "--seed", str(seed), "--output_dir", str(run_dir), "--resume_from_checkpoint", "latest",
+                            *steps, *passthrough, *flags))
+            for seed in range(max(seeds for _, _, seeds in arms.values()))
+            for name, (_, flags, seeds) in arms.items()
+            if seed < seeds
             for run_dir in [run_dirs[name][seed]]
             if not is_finished(run_dir)
         ]
         run_all(commands, args.parallel)
 
-    logs = {name: [read_log(d / LOG_NAME) for d in dirs if is_finished(d)] for name, dirs in run_dirs.items()}
+    logs = {name: [read_log(d / LOG_NAME) for d in dirs if is_finished(d)] for name, dirs in run_dirs.items() if dirs}
+    if not logs:
+        raise SystemExit("[compare] no runs requested: --seeds and --arm_seeds are both 0")
     missing = [name for name, runs in logs.items() if not runs]
     if missing:
         raise SystemExit(f"[compare] no finished runs for {missing} under {runs_dir}")
     first_run = next(d for dirs in run_dirs.values() for d in dirs if is_finished(d))
     notes = comparison_notes(args, first_run / "vq_reconstruction.json", passthrough)
+    if args.arm:
+        notes += "\n\nAblation arms (the JEPA arm plus):\n\n" + "\n".join(
+            f"- {name}: `{flags}`" for name, flags in args.arm)
     text = write_comparison_report(logs, args.report_dir, title="MaskGIT vs MaskGIT + JEPA", notes=notes)
     print(text)
 

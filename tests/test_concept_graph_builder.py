@@ -64,8 +64,8 @@ def test_okawa_h32_train1_is_papers_headline_split(tmp_path):
     row = test[len(test) - 1]
     assert row["concepts"] == "111" and (row["shape"], row["color"], row["size"]) == (1, 1, 1)
     assert row["image"].size == (28, 28) and row["image"].mode == "RGB"
-    assert np.allclose(row["color_rgb"], COLOR_RGB["blue"], atol=0.1 + 1e-6)
-    assert abs(row["size_value"] - 1.6) <= 0.1 + 1e-6
+    assert np.allclose(row["color_rgb"], COLOR_RGB["blue"], atol=0.35 + 1e-6)
+    assert abs(row["size_value"] - 1.6) <= 0.45 + 1e-6
 
 
 def test_columns_agree_with_the_image_and_the_class(tmp_path):

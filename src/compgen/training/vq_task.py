@@ -28,7 +28,7 @@ VQ_PRESETS: dict[str, dict[str, Any]] = {
     "paper": dict(vq_block_out_channels="64,128,128", vq_embed_dim=128, vq_steps=5000, vq_learning_rate=1e-3),
     # About 2 minutes single-threaded. Local training crops, no mid-block attention and dead-code restarts lift the
     # held-out classes' reconstruction probe accuracy on H32-train1 from ~0 to >= 0.97, except 111 (see the README).
-    "cpu-quick": dict(vq_block_out_channels="16,32,32", vq_embed_dim=16, vq_steps=2000, vq_learning_rate=2e-3,
+    "cpu-quick": dict(vq_block_out_channels="16,32,32", vq_embed_dim=16, vq_steps=2500, vq_learning_rate=2e-3,
                       vq_crop_size=16, mixed_precision="bf16"),
 }
 """Tokenizer options per preset, shared by ``train_vq_tokenizer.py`` and ``train_maskgit_jepa.py``."""
