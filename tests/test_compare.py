@@ -110,3 +110,28 @@ def test_compare_script_with_zero_reference_seeds_reports_the_arms_alone(tmp_pat
     assert list(level2_rows(tmp_path / "rep")) == ["JEPA block masks"]
     with pytest.raises(SystemExit, match="no runs requested"):
         script.main(["--seeds", "0", "--runs_dir", str(runs), "--report_dir", str(tmp_path / "rep"), "--report_only"])
+
+
+
+def test_many_arms_wrap_into_rows(tmp_path, monkeypatch):
+    """Five arms with at most four columns give a 2 x 4 grid whose three unused panels are hidden."""
+    from matplotlib import pyplot
+
+    from compgen.evaluation.compare import plot_comparison
+
+    created = []
+    original = pyplot.subplots
+
+    def recording_subplots(*args, **kwargs):
+        fig, axes = original(*args, **kwargs)
+        created.append(axes)
+        return fig, axes
+
+    monkeypatch.setattr(pyplot, "subplots", recording_subplots)
+    arms = {f"arm {i}": [make_run([0.0, 0.1 * i, 0.2, 0.3])] for i in range(5)}
+    plot_comparison(arms, tmp_path / "grid.png", max_columns=4)
+    assert (tmp_path / "grid.png").stat().st_size > 1000
+    (axes,) = created
+    assert axes.shape == (2, 4)
+    assert [ax.get_visible() for ax in axes.ravel()] == [True] * 5 + [False] * 3
+    assert axes[1][0].get_title() == "arm 4 (1 seed)"

@@ -123,11 +123,21 @@ def mean_curves(runs: Sequence[Records], level: int) -> tuple[np.ndarray, np.nda
 
 
 def plot_comparison(
-    arms: Mapping[str, Sequence[Records]], path: str | os.PathLike, log_x: bool = True, title: str | None = None
+    arms: Mapping[str, Sequence[Records]],
+    path: str | os.PathLike,
+    log_x: bool = True,
+    title: str | None = None,
+    max_columns: int = 4,
 ) -> None:
-    """Side-by-side panels, one per arm: mean level accuracy vs step, colored by level, with a +- std band."""
-    fig, axes = subplots(1, len(arms), figsize=(5 * len(arms), 3.8), sharey=True, squeeze=False)
-    for ax, (name, runs) in zip(axes[0], arms.items(), strict=True):
+    """One panel per arm (at most ``max_columns`` per row): mean level accuracy vs step, colored by level, with a
+    +- std band over seeds."""
+    if not arms:
+        raise ValueError("plot_comparison needs at least one arm")
+    columns = min(len(arms), max_columns)
+    rows = -(-len(arms) // columns)
+    fig, axes = subplots(rows, columns, figsize=(5 * columns, 3.8 * rows), sharey=True, squeeze=False)
+    flat_axes = axes.ravel()
+    for ax, (name, runs) in zip(flat_axes[: len(arms)], arms.items(), strict=True):
         for level in run_levels(runs[0]):
             steps, mean, std = mean_curves(runs, level)
             color = level_color(level)
@@ -138,9 +148,12 @@ def plot_comparison(
         ax.set_ylim(-0.03, 1.03)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
-        ax.set_title(f"{name} ({len(runs)} seeds)")
+        ax.set_title(f"{name} ({len(runs)} seed{'s' if len(runs) != 1 else ''})")
         ax.legend(frameon=False, fontsize=8)
-    axes[0][0].set_ylabel("multiplicative accuracy")
+    for ax in flat_axes[len(arms):]:
+        ax.set_visible(False)
+    for row in axes:
+        row[0].set_ylabel("multiplicative accuracy")
     if title:
         fig.suptitle(title)
     save_figure(fig, path)
