@@ -58,7 +58,7 @@ class ConceptGraphShapesConfig(datasets.BuilderConfig):
     Colors and sizes are drawn from nearly their whole class ranges (``color_jitter`` 0.35, ``size_jitter`` 0.45),
     as Paper A samples them uniformly along the color and size axes. The wide range matters: it is what makes
     ``full`` conditioning on the per-image values informative. With +-0.1 the tuple-conditioned U-Net's level-1
-    accuracy peaked near 0.7 and then fell, against 0.90 at the end of the same run with the wide ranges
+    accuracy peaked near 0.7 and then fell; with the wide ranges the same model and settings end at 0.90
     (``docs/tuple_unet_h32.md``). Set both to 0.1 for that narrow variant.
     """
 
