@@ -48,7 +48,7 @@ PRESETS = {
         eval_steps=1000,
         checkpointing_steps=5000,
     ),
-    # One tokenizer + MaskGIT run in about 18 minutes single-threaded: small models, bf16 autocast, cosine-decayed lr,
+    # One tokenizer + MaskGIT run in about 20 minutes single-threaded: small models, bf16 autocast, cosine-decayed lr,
     # no label smoothing (it flattens the token distribution the sampler draws from). Width 128 costs no more per
     # step than 64 on one core; 1200 steps left level 0 near 0.6, 3000 steps reach about 0.8.
     "cpu-quick": VQ_PRESETS["cpu-quick"] | dict(
