@@ -18,6 +18,7 @@ from celeba_fixtures import (
 )
 from datasets.exceptions import DatasetGenerationError
 from huggingface_hub import DatasetCard
+from repo_scripts import load_repo_script
 
 from compgen.data.celeba import (
     CELEBA_ATTRIBUTES,
@@ -303,13 +304,7 @@ def test_materialize_rejects_definitions_that_disagree_with_the_local_copy(mini,
 
 
 def test_publish_script_writes_definitions_and_guards_images(sources, tmp_path, capsys):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "publish_celeba_splits", Path(__file__).parents[1] / "dataset_scripts" / "publish_celeba_splits.py"
-    )
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_repo_script("dataset_scripts/publish_celeba_splits.py")
     out = tmp_path / "out"
     data_dir = sources["official"]["data_dir"]
     assert script.main(["--data-dir", data_dir, "--output-dir", str(out), "--max-train-per-class", "5"]) == 0

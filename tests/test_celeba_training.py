@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from celeba_fixtures import make_mini_celeba, write_hub_pm1_layout, write_official_tree
+from repo_scripts import load_repo_script
 
 from compgen import TupleConditionedDDPMPipeline
 from compgen.data.loading import load_concept_dataset, split_tensors, training_data_from
@@ -29,7 +28,6 @@ from compgen.training.script import (
 )
 from compgen.training.trainer import add_training_arguments
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 TRAINING_CLASSES = ["000", "001", "010", "100"]
 LEVELS = {"000": 0, "001": 0, "010": 0, "100": 0, "011": 1, "101": 1, "110": 1, "111": 2}
 
@@ -37,10 +35,7 @@ pytestmark = pytest.mark.usefixtures("fresh_accelerator_state")
 
 
 def load_example(name: str):
-    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_repo_script(f"examples/{name}.py")
 
 
 

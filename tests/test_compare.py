@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from repo_scripts import load_repo_script
 
 from compgen.evaluation.compare import comparison_markdown, mean_curves, summarize_arm, write_comparison_report
 
@@ -57,17 +58,6 @@ def test_empty_inputs_are_errors():
 
 
 
-def load_compare_script():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "examples" / "compare_maskgit_jepa.py"
-    spec = importlib.util.spec_from_file_location("compare_maskgit_jepa", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def write_finished_run(run_dir, level2: float) -> None:
     """What the compare script reads of a finished training run: its pipeline index and its log."""
     import json
@@ -85,7 +75,7 @@ def level2_rows(report_dir) -> dict[str, str]:
 
 def test_compare_script_reports_ablation_arms(tmp_path):
     """--report_only aggregates the reference arms and every --arm from their run directories (slug-seedS)."""
-    script = load_compare_script()
+    script = load_repo_script("examples/compare_maskgit_jepa.py")
     runs = tmp_path / "runs"
     for run_name, level2 in [("maskgit-seed0", 0.1), ("maskgit-seed1", 0.2), ("jepa-seed0", 0.3),
                              ("jepa-seed1", 0.4), ("jepa-layers-3-seed0", 0.9)]:
@@ -102,7 +92,7 @@ def test_compare_script_reports_ablation_arms(tmp_path):
 
 
 def test_compare_script_with_zero_reference_seeds_reports_the_arms_alone(tmp_path):
-    script = load_compare_script()
+    script = load_repo_script("examples/compare_maskgit_jepa.py")
     runs = tmp_path / "runs"
     write_finished_run(runs / "jepa-block-masks-seed0", 0.6)
     script.main(["--seeds", "0", "--arm_seeds", "1", "--runs_dir", str(runs), "--report_dir", str(tmp_path / "rep"),

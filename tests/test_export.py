@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import datasets
 import pytest
 from huggingface_hub import DatasetCard
+from repo_scripts import load_repo_script
 
 from compgen.concepts import get_split_preset
 from compgen.data.concept_graph_builder import build_concept_graph_dataset
 from compgen.data.export import contact_sheet, export_datasets, files_to_upload, parquet_path
 from compgen.quickstart import main as quickstart_main
 from compgen.shapes import render_classes
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -114,9 +112,7 @@ def test_contact_sheet_has_one_row_per_class(built):
 
 
 def test_publish_script_exports_the_requested_configs(tmp_path):
-    spec = importlib.util.spec_from_file_location("publish", REPO_ROOT / "dataset_scripts" / "publish_concept_graph.py")
-    publish = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(publish)
+    publish = load_repo_script("dataset_scripts/publish_concept_graph.py")
     publish.main(["--output-dir", str(tmp_path / "out"), "--configs", "okawa-fail1", "--cache-dir", str(tmp_path)])
     assert files_to_upload(tmp_path / "out") == [
         "README.md",

@@ -1,13 +1,12 @@
 """examples/train_maskgit_jepa.py end to end with tiny sizes: tokenizer first, pipeline, card, exact resume."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 import torch
 from conftest import reset_accelerate_state
 from diffusers import VQModel
+from repo_scripts import load_repo_script
 from safetensors.torch import load_file
 
 from compgen import MaskGITPipeline, MaskGITTransformer
@@ -15,7 +14,6 @@ from compgen.data.concept_graph_builder import build_concept_graph_dataset
 from compgen.training.maskgit_task import MaskGITTask
 from compgen.training.trainer import list_checkpoints
 
-SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "train_maskgit_jepa.py"
 TINY = ["--train_batch_size", "16", "--hidden_size", "16", "--num_layers", "2", "--num_heads", "2",
         "--vq_block_out_channels", "8,8,8", "--vq_embed_dim", "4", "--codebook_size", "32", "--vq_steps", "3",
         "--learning_rate", "3e-3", "--logging_steps", "2", "--eval_inference_steps", "3", "--seed", "0"]
@@ -25,10 +23,7 @@ pytestmark = pytest.mark.usefixtures("fresh_accelerator_state")
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("train_maskgit_jepa", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_repo_script("examples/train_maskgit_jepa.py")
 
 
 @pytest.fixture(scope="module")
