@@ -80,6 +80,7 @@ def is_finished(run_dir: Path) -> bool:
 
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
+    command = shlex.join(["python", "examples/compare_maskgit_jepa.py", *argv])
     passthrough = argv[argv.index("--") + 1 :] if "--" in argv else []
     argv = argv[: argv.index("--")] if "--" in argv else argv
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -134,25 +135,22 @@ def main(argv: list[str] | None = None) -> None:
     if missing:
         raise SystemExit(f"[compare] no finished runs for {missing} under {runs_dir}")
     first_run = next(d for dirs in run_dirs.values() for d in dirs if is_finished(d))
-    notes = comparison_notes(args, first_run / "vq_reconstruction.json", passthrough)
-    if args.arm:
-        notes += "\n\nAblation arms (the JEPA arm plus):\n\n" + "\n".join(
-            f"- {name}: `{flags}`" for name, flags in args.arm)
+    notes = comparison_notes(command, args.arm, first_run / "vq_reconstruction.json")
     text = write_comparison_report(logs, args.report_dir, title="MaskGIT vs MaskGIT + JEPA", notes=notes)
     print(text)
 
 
-def comparison_notes(args: argparse.Namespace, report_path: Path, passthrough: list[str]) -> str:
-    """The command, and the tokenizer's reconstruction ceiling per class (``report_path``, written by a run with the
-    probes that scored the runs) when it is there."""
+def comparison_notes(command: str, ablation_arms: list[tuple[str, str]], report_path: Path) -> str:
+    """The command, the ablation arms' flags, and the tokenizer's reconstruction ceiling per class (``report_path``,
+    written by a run with the probes that scored the runs) when it is there."""
     lines = [
         "## Setup",
         "",
-        f"`python examples/compare_maskgit_jepa.py --preset {args.preset} --seeds {args.seeds} "
-        f"--jepa_weight {args.jepa_weight:g}" + (f" --max_train_steps {args.max_train_steps}" if args.max_train_steps
-                                                 else "") + (" -- " + " ".join(passthrough) if passthrough else "")
-        + "`: both arms at equal steps, one shared VQ tokenizer trained on the training classes only.",
+        f"`{command}`: every arm at equal steps, one shared VQ tokenizer trained on the training classes only.",
     ]
+    if ablation_arms:
+        lines += ["", "Ablation arms (the JEPA arm plus):", ""]
+        lines += [f"- {name}: `{flags}`" for name, flags in ablation_arms]
     if report_path.is_file():
         report = json.loads(report_path.read_text())
         lines += ["", "Tokenizer ceiling (probe accuracy of reconstructions; no generator decoding through this "
