@@ -26,3 +26,17 @@ def single_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(previous)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def probe_cache(tmp_path_factory):
+    """One on-disk cache of default probes for the whole session (trained once, never in the user's home)."""
+    import os
+
+    previous = os.environ.get("COMPGEN_CACHE")
+    os.environ["COMPGEN_CACHE"] = str(tmp_path_factory.mktemp("compgen-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("COMPGEN_CACHE", None)
+    else:
+        os.environ["COMPGEN_CACHE"] = previous

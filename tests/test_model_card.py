@@ -94,3 +94,26 @@ def test_card_without_evaluations(tmp_path):
     assert "No evaluation was run" in card.text
     assert "# DiffusionPipeline trained with compgen" in card.text
     assert not (tmp_path / "learning_dynamics.png").exists()
+
+
+def test_card_reports_the_second_scorer_and_where_the_scorers_disagree(tmp_path):
+    records = []
+    for step in (100, 200, 300, 400):
+        record = make_record(step)
+        record["object_rate"] = {name: 1.0 for name in record["accuracy"]}
+        record["pixel_accuracy"] = dict(record["accuracy"])
+        if step >= 300:  # the pixel statistics see fewer correct 111 samples than the probes do
+            record["pixel_accuracy"]["111"] = record["accuracy"]["111"] - 0.3
+        record["pixel_level_accuracy"] = {level: value for level, value in record["level_accuracy"].items()}
+        record["pixel_level_accuracy"]["2"] = record["pixel_accuracy"]["111"]
+        record["scorer_agreement"] = {name: 1.0 for name in record["accuracy"]} | {"111": 0.7}
+        record["scorer_disagreements"] = ["111"] if step >= 300 else []
+        records.append(record)
+    text = read_card(tmp_path, records=records).text
+    assert "| level | classes | final accuracy | best accuracy | first step >= 0.9 | pixel scorer final | " \
+           "pixel scorer first step >= 0.9 |" in text
+    assert "| 2 | 111 | 0.850 | 0.950 | 300 | 0.550 | not reached |" in text
+    assert "| 111 | triangle | blue | small | 2 | 0.850 | 0.900 | 1.00 | 0.550 | 0.70 |" in text
+    assert "**The two scorers disagree by more than 10 points** at 2 of 4 evaluations (first at step 300: 111)." \
+        in text
+    assert "At the final step: 111 (probes 0.85, pixel statistics 0.55)." in text

@@ -3,8 +3,15 @@ import pytest
 import torch
 
 from compgen import get_split_preset
+from compgen.evaluation.corruptions import ProbeAugmentation
 from compgen.evaluation.preprocessing import center_objects
-from compgen.evaluation.probes import ConceptProbes, default_shapes_probes, render_probe_data, train_probes
+from compgen.evaluation.probes import (
+    ConceptProbes,
+    default_probes_cache,
+    default_shapes_probes,
+    render_probe_data,
+    train_probes,
+)
 from compgen.evaluation.tracker import renderer_generator
 
 GRAPH = get_split_preset("H32-train1").graph()
@@ -73,13 +80,48 @@ def test_cnn_probe_trains_on_a_small_set():
     assert [tuple(v.shape) for v in logits.values()] == [(2, 2), (2, 2), (2, 2)]
 
 
-def test_default_probes_and_input_errors():
+def test_default_probes_and_input_errors(tmp_path):
     probes = default_shapes_probes(GRAPH.space)
+    assert probes.config.probe_type == "cnn" and probes.config.subtract_background and probes.config.isolate_object
     names = [GRAPH.format(c) for c in GRAPH.nodes for _ in range(20)]
     images = renderer_generator(GRAPH.space)(names, 11)
     expected = np.array([GRAPH.space.parse(n) for n in names])
     assert (probes.predict(images).numpy() == expected).all()
+    # Cached on disk: a second call loads the same weights (in any process).
+    cached = list((default_probes_cache()).glob("shapes-cnn-28px-seed0-*"))
+    assert len(cached) == 1 and (cached[0] / "diffusion_pytorch_model.safetensors").is_file()
+    again = default_shapes_probes(GRAPH.space)
+    for a, b in zip(again.state_dict().values(), probes.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
     with pytest.raises(ValueError, match="expect 28x28"):
         probes.predict(np.zeros((1, 32, 32, 3), dtype=np.uint8))
     with pytest.raises(ValueError, match="probe_type"):
         ConceptProbes(GRAPH.space.to_dict(), probe_type="mlp")
+    with pytest.raises(ValueError, match="probe_type"):
+        default_shapes_probes(GRAPH.space, probe_type="mlp", cache_dir=tmp_path)
+
+
+def test_background_subtraction_and_isolation_survive_save_and_load(tmp_path):
+    torch.manual_seed(0)
+    probes = ConceptProbes(GRAPH.space.to_dict(), probe_type="cnn", cnn_channels=8, subtract_background=True,
+                           isolate_object=True)
+    data = render_probe_data(GRAPH, images_per_class=20, seed=2)
+    train_probes(probes, data.images, data.concepts, epochs=2, augmentation=ProbeAugmentation())
+    probes.save_pretrained(tmp_path / "probes")
+    loaded = ConceptProbes.from_pretrained(tmp_path / "probes")
+    assert loaded.config.subtract_background and loaded.config.isolate_object
+    assert torch.equal(loaded.predict(data.images), probes.predict(data.images))
+    # Isolation: a speck far from the object does not move what the classifier sees.
+    far = np.hypot(data.position[:, 0] - 3.5, data.position[:, 1] - 2.5) > 12
+    speckled = data.images[far].copy()
+    speckled[:, 2, 3] = (0, 200, 0)
+    assert torch.allclose(probes.preprocess(speckled), probes.preprocess(data.images[far]), atol=1e-6)
+
+
+def test_augmentation_is_seeded_and_keeps_images_in_range():
+    images = torch.from_numpy(render_probe_data(GRAPH, images_per_class=4, seed=1).images).permute(0, 3, 1, 2) / 255
+    for augmentation in (ProbeAugmentation(), ProbeAugmentation(layered=False)):
+        first = augmentation(images, torch.Generator().manual_seed(3))
+        second = augmentation(images, torch.Generator().manual_seed(3))
+        assert torch.equal(first, second) and first.shape == images.shape
+        assert first.min() >= 0 and first.max() <= 1 and not torch.equal(first, images)

@@ -85,21 +85,55 @@ def test_sample_files_written(probes, tmp_path):
 
 
 def test_samples_without_an_object_count_as_wrong(probes):
-    from compgen import get_split_preset as preset
-    from compgen.evaluation.preprocessing import object_present
-    from compgen.shapes import render_classes
-
-    # Every real image shows an object, including small shapes and black backgrounds.
-    for name in ("H32-train1", "H42-train1"):
-        graph = preset(name).graph()
-        batch = render_classes(graph.space, [c for c in graph.nodes for _ in range(50)], seed=5)
-        assert object_present(batch.images).all()
-    rng = np.random.default_rng(0)
-    blank = np.full((8, 28, 28, 3), 255, dtype=np.uint8)
-    noise = np.clip(127 + rng.normal(0, 40, (8, 28, 28, 3)), 0, 255).astype(np.uint8)
-    assert not object_present(blank).any() and not object_present(noise).any()
-
     tracker = LearningDynamicsTracker(GRAPH, probes, num_images_per_class=10)
     record = tracker.evaluate(lambda concepts, seed: np.full((len(concepts), 28, 28, 3), 240, np.uint8), step=1)
     assert all(value == 0.0 for value in record["accuracy"].values())
     assert all(value == 0.0 for value in record["object_rate"].values())
+    assert all(value == 0.0 for value in record["pixel_accuracy"].values())
+    assert record["object_failures"]["111"] == {"blank": 10, "fragments": 0, "several": 0, "oversized": 0}
+
+
+def test_two_objects_in_one_sample_are_wrong_on_every_concept(probes):
+    """A sample with the right object plus a second one is not a sample of the class (one object means one)."""
+    render = renderer_generator(GRAPH.space)
+
+    def two_objects(concepts, seed):
+        left, right = render(concepts, seed), render(concepts, seed + 1)
+        images = left.copy()
+        images[:, :, 14:] = np.minimum(left[:, :, 14:], right[:, :, 14:])  # paste the right half's object over
+        return images
+
+    record = LearningDynamicsTracker(GRAPH, probes, num_images_per_class=20).evaluate(two_objects, step=0)
+    several = sum(counts["several"] for counts in record["object_failures"].values())
+    valid = sum(record["object_rate"].values()) * 20
+    assert several > 0 and several + valid == 8 * 20
+    for name, rate in record["object_rate"].items():
+        assert record["accuracy"][name] <= rate + 1e-9 and record["pixel_accuracy"][name] <= rate + 1e-9
+
+
+def test_records_carry_the_second_scorer_and_flag_disagreement(probes, tmp_path):
+    from compgen.evaluation.pixel_scorer import PixelStatisticsScorer
+
+    perfect = LearningDynamicsTracker(GRAPH, probes, num_images_per_class=20).evaluate(
+        renderer_generator(GRAPH.space), step=3)
+    assert perfect["pixel_accuracy"] == perfect["accuracy"] and all(v == 1.0 for v in perfect["accuracy"].values())
+    assert perfect["pixel_level_accuracy"] == {"0": 1.0, "1": 1.0, "2": 1.0}
+    assert perfect["scorer_agreement"]["111"] == 1.0 and perfect["scorer_disagreements"] == []
+    assert flat_scalars(perfect)["eval/pixel_accuracy/111"] == 1.0
+
+    # A second scorer that calls every object large disagrees with the probes on every small class.
+    calibrated = PixelStatisticsScorer.calibrate(GRAPH.space)
+    sizes_wrong = PixelStatisticsScorer(GRAPH.space, calibrated.triangle_threshold, calibrated.square_threshold,
+                                        calibrated.max_elongation, {"circle": 0.0, "triangle": 0.0},
+                                        calibrated.color_prototypes)
+    log_path = tmp_path / "log.jsonl"
+    tracker = LearningDynamicsTracker(GRAPH, probes, num_images_per_class=20, pixel_scorer=sizes_wrong,
+                                      log_path=log_path)
+    record = tracker.evaluate(renderer_generator(GRAPH.space), step=4)
+    small = [GRAPH.format(c) for c in GRAPH.nodes if c[2] == 1]
+    assert record["scorer_disagreements"] == small
+    assert read_log(log_path)[0]["scorer_disagreements"] == small
+    assert all(record["scorer_agreement"][name] == 0.0 for name in small)
+    no_second = LearningDynamicsTracker(GRAPH, probes, num_images_per_class=2, pixel_scorer=False).evaluate(
+        renderer_generator(GRAPH.space), step=5)
+    assert "pixel_accuracy" not in no_second

@@ -32,6 +32,12 @@ _SHAPE_SIDES = {"circle": 0, "triangle": 3, "square": 4}
 _SHAPE_RADIUS = {"circle": 0.80, "triangle": 1.0, "square": 0.88}
 _PARAM_DECIMALS = 6  # per-image parameters are rounded to this many decimals (cross-machine determinism)
 
+PAPER_COLOR_JITTER = 0.35
+"""Per-channel colour jitter of the dataset configs: as wide as the renderer allows with red and blue apart
+(Paper A samples colours uniformly along the colour axis, Section 4)."""
+PAPER_SIZE_JITTER = 0.45
+"""Scale jitter of the dataset configs: as wide as the renderer allows with large and small apart."""
+
 
 @dataclass(frozen=True)
 class RenderConfig:
@@ -68,7 +74,8 @@ class ShapesBatch:
         return len(self.images)
 
 
-def _check_space(space: ConceptSpace) -> None:
+def check_space(space: ConceptSpace) -> None:
+    """Raise a ``ValueError`` unless the renderer can draw ``space`` (shape, color, size[, background])."""
     if space.names[:3] != ("shape", "color", "size") or space.names[3:] not in ((), ("background",)):
         raise ValueError(
             f"the shapes renderer draws spaces (shape, color, size[, background]), got variables {space.names}"
@@ -96,7 +103,7 @@ def render_classes(
     config: RenderConfig | None = None,
 ) -> ShapesBatch:
     """Render one image per entry of ``concepts`` (class strings, tuples or an ``(N, V)`` int array)."""
-    _check_space(space)
+    check_space(space)
     config = config or RenderConfig()
     if isinstance(concepts, np.ndarray) and concepts.ndim == 2:
         classes = concepts.astype(np.int64)

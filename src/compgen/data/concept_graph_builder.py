@@ -33,16 +33,12 @@ import numpy as np
 from .. import concepts as concepts_module
 from .. import shapes as shapes_module
 from ..concepts import ConceptGraph, ConceptSpace, get_split_preset, shapes_space
-from ..shapes import RenderConfig, render_classes
+from ..shapes import PAPER_COLOR_JITTER, PAPER_SIZE_JITTER, RenderConfig, render_classes
 
 DATASET_NAME = "concept_graph_shapes"
 SPLITS = ("train", "test")
 VERSION = datasets.Version("1.0.0")
 _RENDER_CHUNK = 1024  # images per render call; part of the random-stream layout, so changing it changes images
-PAPER_COLOR_JITTER = 0.35
-"""Default per-channel color jitter of the dataset configs: as wide as the renderer allows with red and blue apart."""
-PAPER_SIZE_JITTER = 0.45
-"""Default scale jitter of the dataset configs: as wide as the renderer allows with large and small apart."""
 
 
 @dataclasses.dataclass

@@ -51,29 +51,27 @@ def ink_weights(images: torch.Tensor, background: torch.Tensor) -> torch.Tensor:
     return (distance - noise_floor[:, None, None]).clamp_(min=0.0)
 
 
-def object_present(images: ImageInput, min_pixels: int = 8, threshold: float = 0.2) -> torch.Tensor:
-    """Bool ``(N,)``: whether an image shows an object, i.e. at least ``min_pixels`` pixels whose ink exceeds
-    ``threshold``. A blank or pure-noise sample has no concepts, so it must count as wrong, not as whatever class
-    the probes happen to guess for it (they tend to guess "small" on empty frames). Every real shapes image passes.
-    """
-    x = to_float_images(images)
-    if len(x) == 0:
-        return torch.zeros(0, dtype=torch.bool)
-    weights = ink_weights(x, estimate_background(x))
-    return (weights > threshold).sum(dim=(1, 2)) >= min_pixels
-
-
-def center_objects(images: ImageInput, blur_sigma: float = 0.0) -> torch.Tensor:
+def center_objects(images: ImageInput, blur_sigma: float = 0.0, isolate: bool = False) -> torch.Tensor:
     """Translate each image so that its ink centroid lands on the image center; blur it if ``blur_sigma`` > 0.
 
     Accepts uint8 NHWC or float NCHW images and returns float32 ``(N, 3, H, W)`` in [0, 1]. Pixels shifted in
-    from outside the frame take the background color. Images without ink (blank) are left in place.
+    from outside the frame take the background color. Images without ink (blank) are left in place. With
+    ``isolate`` only the largest foreground component and its one-pixel rim are kept (the object of
+    :func:`~compgen.evaluation.objects.check_objects`): specks elsewhere are painted over with the background, so
+    they neither pull the centroid nor reach the classifier.
     """
     x = to_float_images(images)
     n, _, h, w = x.shape
     if n == 0:
         return x
     background = estimate_background(x)
+    if isolate:
+        from .objects import check_objects, max_filter3
+
+        mask = check_objects(x).object_mask.float()[:, None]
+        keep = max_filter3(mask) > 0
+        keep |= ~mask.flatten(1).any(dim=1)[:, None, None, None]  # nothing found: leave the image as it is
+        x = torch.where(keep, x, background[:, :, None, None])
     weights = ink_weights(x, background)
     mass = weights.sum(dim=(1, 2))
     ys = torch.arange(h, dtype=x.dtype, device=x.device) + 0.5

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -27,10 +28,14 @@ from .metrics import (
     concept_accuracies,
     level_means,
     multiplicative_accuracy,
+    per_image_correctness,
     probability_product_accuracy,
 )
-from .preprocessing import object_present
+from .objects import ObjectCheck, check_objects
+from .pixel_scorer import PixelStatisticsScorer
 from .probes import ConceptProbes
+
+logger = logging.getLogger(__name__)
 
 Generator = Callable[[list[str], int], np.ndarray]
 """``generate(concepts, seed) -> uint8 (N, H, W, 3)``: one image per class string of ``concepts``."""
@@ -49,8 +54,13 @@ class LearningDynamicsTracker:
         sample_dir: if given, the first ``samples_per_class`` images of every class are saved there per
             evaluation (``samples_step{step:08d}.npz``) for image grids over time.
         samples_per_class: images per class kept in ``sample_dir``.
-        require_object: count samples that show no object (blank or noise) as wrong on every concept; default:
-            on for probes that center objects (the shapes data), off otherwise (faces fill the frame).
+        require_object: count samples without exactly one object of plausible size (blank frames, specks,
+            fragments, several blobs: :func:`~compgen.evaluation.objects.check_objects`) as wrong on every concept;
+            default: on for probes that center objects (the shapes data), off otherwise (faces fill the frame).
+        pixel_scorer: the second, independent scorer (no learned weights) whose per-class accuracy and agreement
+            with the probes go into every record; default: a
+            :class:`~compgen.evaluation.pixel_scorer.PixelStatisticsScorer` calibrated on real renders when the
+            graph is a shapes space and ``require_object`` is on, else none. ``False`` disables it.
     """
 
     def __init__(
@@ -64,6 +74,7 @@ class LearningDynamicsTracker:
         sample_dir: str | os.PathLike | None = None,
         samples_per_class: int = 4,
         require_object: bool | None = None,
+        pixel_scorer: PixelStatisticsScorer | bool | None = None,
     ) -> None:
         if tuple(probes.space.to_dict().items()) != tuple(graph.space.to_dict().items()):
             raise ValueError(
@@ -80,6 +91,9 @@ class LearningDynamicsTracker:
         self.sample_dir = Path(sample_dir) if sample_dir is not None else None
         self.samples_per_class = samples_per_class
         self.require_object = bool(probes.config.center_objects) if require_object is None else require_object
+        if pixel_scorer is None:
+            pixel_scorer = self.require_object and is_shapes_space(graph.space)
+        self._pixel_scorer = pixel_scorer
         self.class_names = [graph.format(c) for c in graph.nodes]
         self.levels = graph.levels
         self.chance = chance_accuracy(graph.space.cardinalities)
@@ -104,13 +118,18 @@ class LearningDynamicsTracker:
         probabilities = [p.numpy() for p in self.probes.predict_proba(images, batch_size=self.batch_size)]
         predictions = np.stack([p.argmax(axis=1) for p in probabilities], axis=1)
         has_object = np.ones(len(images), dtype=bool)
+        objects: ObjectCheck | None = None
         if self.require_object:
-            # A sample without an object has none of its class's concepts: every concept counts as wrong.
-            has_object = object_present(images).numpy()
+            # A sample without exactly one object has none of its class's concepts: every concept counts as wrong.
+            objects = check_objects(images)
+            has_object = objects.valid
             predictions[~has_object] = -1
             probabilities = [np.where(has_object[:, None], p, 0.0) for p in probabilities]
+        scorer = self.pixel_scorer(images.shape[1])
+        pixel_predictions = scorer.predict(images) if scorer is not None else None
 
         accuracy, additive, prob_product, per_concept, object_rate = {}, {}, {}, {}, {}
+        failures, pixel_accuracy, agreement = {}, {}, {}
         for i, (name, node) in enumerate(zip(self.class_names, self.graph.nodes, strict=True)):
             rows = slice(i * n, (i + 1) * n)
             target = np.asarray(node)
@@ -121,6 +140,13 @@ class LearningDynamicsTracker:
             per_concept[name] = dict(
                 zip(self.graph.space.names, map(float, concept_accuracies(predictions[rows], target)), strict=True)
             )
+            if objects is not None:
+                failures[name] = objects.failure_counts(rows)
+            if pixel_predictions is not None:
+                pixel_accuracy[name] = multiplicative_accuracy(pixel_predictions[rows], target)
+                probe_correct = per_image_correctness(predictions[rows], target).all(axis=1)
+                pixel_correct = per_image_correctness(pixel_predictions[rows], target).all(axis=1)
+                agreement[name] = float((probe_correct == pixel_correct).mean())
         record = {
             "step": int(step),
             "images_seen": None if images_seen is None else int(images_seen),
@@ -140,6 +166,22 @@ class LearningDynamicsTracker:
             "object_rate": object_rate,
             "level_accuracy": {str(k): v for k, v in level_means(accuracy, self.levels).items()},
         }
+        if objects is not None:
+            record["object_failures"] = failures
+        if pixel_predictions is not None:
+            record["pixel_accuracy"] = pixel_accuracy
+            record["pixel_level_accuracy"] = {
+                str(k): v for k, v in level_means(pixel_accuracy, self.levels).items()
+            }
+            record["scorer_agreement"] = agreement
+            record["scorer_disagreements"] = scorer_disagreements(record)
+            if record["scorer_disagreements"]:
+                logger.warning(
+                    "step %d: the probes and the pixel-statistics scorer disagree by more than %d points on %s",
+                    int(step), round(100 * DISAGREEMENT_THRESHOLD), ", ".join(
+                        f"{c} ({accuracy[c]:.2f} vs {pixel_accuracy[c]:.2f})" for c in record["scorer_disagreements"]
+                    ),
+                )
         self.records.append(record)
         is_main = accelerator is None or getattr(accelerator, "is_main_process", True)
         if is_main and self.log_path is not None:
@@ -154,6 +196,14 @@ class LearningDynamicsTracker:
             accelerator.log(flat_scalars(record), step=int(step))
         return record
 
+    def pixel_scorer(self, image_size: int) -> PixelStatisticsScorer | None:
+        """The second scorer for ``image_size`` images (calibrated on first use), or ``None`` when disabled."""
+        if self._pixel_scorer is False or self._pixel_scorer is None:
+            return None
+        if self._pixel_scorer is True:
+            self._pixel_scorer = PixelStatisticsScorer.calibrate(self.graph.space, image_size=image_size)
+        return self._pixel_scorer
+
     def _save_samples(self, images: np.ndarray, step: int) -> None:
         n, k = self.num_images_per_class, min(self.samples_per_class, self.num_images_per_class)
         keep = np.concatenate([np.arange(i * n, i * n + k) for i in range(len(self.class_names))])
@@ -162,11 +212,34 @@ class LearningDynamicsTracker:
         atomic_write_bytes(self.sample_dir / f"samples_step{int(step):08d}.npz", buffer.getvalue())
 
 
+DISAGREEMENT_THRESHOLD = 0.1
+"""Classes whose probe and pixel-scorer accuracies differ by more than this are flagged in the log and the card."""
+
+
+def scorer_disagreements(record: dict[str, Any], threshold: float = DISAGREEMENT_THRESHOLD) -> list[str]:
+    """Classes of a record on which the probes' and the pixel scorer's accuracies differ by more than ``threshold``."""
+    pixel = record.get("pixel_accuracy") or {}
+    return [name for name, value in record["accuracy"].items()
+            if name in pixel and abs(value - pixel[name]) > threshold + 1e-9]
+
+
+def is_shapes_space(space: ConceptSpace) -> bool:
+    """Whether the shapes renderer draws ``space`` (so real renders can calibrate the pixel scorer)."""
+    from ..shapes import check_space
+
+    try:
+        check_space(space)
+    except ValueError:
+        return False
+    return True
+
+
 def flat_scalars(record: dict[str, Any], prefix: str = "eval") -> dict[str, float]:
     """Scalars of a record for ``accelerator.log``: ``eval/accuracy/011``, ``eval/level_accuracy/1``, ..."""
     scalars: dict[str, float] = {}
-    for key in ("accuracy", "additive_accuracy", "prob_product_accuracy", "level_accuracy"):
-        for name, value in record[key].items():
+    for key in ("accuracy", "additive_accuracy", "prob_product_accuracy", "level_accuracy", "object_rate",
+                "pixel_accuracy", "pixel_level_accuracy", "scorer_agreement"):
+        for name, value in record.get(key, {}).items():
             scalars[f"{prefix}/{key}/{name}"] = float(value)
     for name, concepts in record["concept_accuracy"].items():
         for concept, value in concepts.items():

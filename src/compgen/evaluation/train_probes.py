@@ -1,14 +1,14 @@
 """Train concept probes and save them (optionally push them to the Hub).
 
-Shapes (Paper A's linear probes)::
+Shapes (the default CNN instrument, or Paper A's linear probes with ``--probe-type linear``)::
 
-    python -m compgen.evaluation.train_probes --split-preset H32-train1 --images-per-class 600 --output-dir DIR
+    python -m compgen.evaluation.train_probes --split-preset H32-train1 --output-dir DIR
 
-renders real images of *every* class of the graph, trains one probe per concept variable with a held-out
-validation split (Paper A: 4500 / 500), prints per-concept validation accuracy and saves the probes with
-``save_pretrained`` (safetensors + config).
+renders real images of *every* class of the graph, trains one probe per concept variable with the recipe of
+:func:`compgen.evaluation.probes.train_shapes_probes` and a held-out validation split (Paper A: 4500 / 500), prints
+per-concept validation accuracy and saves the probes with ``save_pretrained`` (safetensors + config).
 
-CelebA (the 3-conv-layer CNN probes of Paper A's CelebA experiment)::
+CelebA (the 3-conv-layer CNN probes of Paper A's CelebA experiment, trained with photometric corruptions)::
 
     python -m compgen.evaluation.train_probes --dataset celeba --celeba_dir /data/celeba --output-dir DIR
 
@@ -29,7 +29,8 @@ import torch
 from ..concepts import get_split_preset
 from ..data.loading import CELEBA_SOURCE, ConceptImageData, load_concept_dataset, split_tensors
 from ..io import atomic_directory
-from .probes import PROBE_TYPES, ConceptProbes, render_probe_data, train_probes
+from .corruptions import ProbeAugmentation
+from .probes import PROBE_TYPES, ConceptProbes, train_probes, train_shapes_probes
 
 logger = logging.getLogger(__name__)
 
@@ -73,8 +74,10 @@ def train_cnn_probes(
         cnn_channels=cnn_channels,
     ).to(device)
     # train_probes holds out a random part of its input; the reported number is the separate probe_val split.
+    # Photometric corruptions (brightness, contrast, saturation, noise, blur) keep generated faces' rendering
+    # quality from deciding the verdict.
     train_probes(probes, train_data.images, train_data.concepts, val_fraction=0.05, epochs=epochs, lr=lr,
-                 batch_size=batch_size, seed=seed, progress=progress)
+                 batch_size=batch_size, seed=seed, progress=progress, augmentation=ProbeAugmentation(layered=False))
     return probes.eval(), probe_accuracy(probes, val_data)
 
 
@@ -88,15 +91,11 @@ def load_probe_splits(
 
 def _train_shapes(args: argparse.Namespace) -> tuple[ConceptProbes, dict[str, float], dict[str, Any]]:
     graph = get_split_preset(args.split_preset).graph()
-    torch.manual_seed(args.seed)
-    probes = ConceptProbes(graph.space.to_dict(), image_size=args.image_size, probe_type=args.probe_type)
-    data = render_probe_data(graph, args.images_per_class, image_size=args.image_size, seed=args.seed)
-    epochs = args.epochs or (60 if args.probe_type == "linear" else CNN_PROBE_EPOCHS)
-    accuracy = train_probes(
-        probes, data.images, data.concepts, val_fraction=args.val_fraction, epochs=epochs, lr=args.lr,
-        batch_size=args.batch_size, seed=args.seed, progress=True,
-    )
-    metadata = {"split_preset": args.split_preset, "images_per_class": args.images_per_class, "epochs": epochs}
+    probes, accuracy = train_shapes_probes(graph.space, args.probe_type, image_size=args.image_size, seed=args.seed,
+                                           images_per_class=args.images_per_class, epochs=args.epochs, lr=args.lr,
+                                           batch_size=args.batch_size, val_fraction=args.val_fraction, progress=True)
+    metadata = {"split_preset": args.split_preset, "images_per_class": args.images_per_class,
+                "epochs": args.epochs, "recipe": f"train_shapes_probes(probe_type={args.probe_type!r})"}
     return probes, accuracy, metadata
 
 
@@ -107,8 +106,8 @@ def _train_celeba(
         raise ValueError("CelebA probes are CNN probes (--probe-type cnn); linear pixel probes do not fit faces")
     train_data, val_data = load_probe_splits(CELEBA_SOURCE, args.celeba_config, cache_dir=args.cache_dir, **options)
     epochs = args.epochs or CNN_PROBE_EPOCHS
-    probes, accuracy = train_cnn_probes(train_data, val_data, epochs=epochs, lr=args.lr, batch_size=args.batch_size,
-                                        seed=args.seed, progress=True)
+    probes, accuracy = train_cnn_probes(train_data, val_data, epochs=epochs, lr=args.lr or 3e-3,
+                                        batch_size=args.batch_size, seed=args.seed, progress=True)
     metadata = {"dataset": CELEBA_SOURCE, "celeba_config": args.celeba_config, "epochs": epochs,
                 "probe_train_images": len(train_data), "probe_val_images": len(val_data),
                 "accuracy_split": "probe_val"}
@@ -121,13 +120,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", choices=("shapes", CELEBA_SOURCE), default="shapes")
     parser.add_argument("--split-preset", default="H32-train1", help="shapes: the concept graph")
-    parser.add_argument("--images-per-class", type=int, default=600, help="shapes: rendered images per class")
+    parser.add_argument("--images-per-class", type=int, default=300, help="shapes: rendered images per class")
     parser.add_argument("--image-size", type=int, default=28, help="shapes: image side in pixels")
     parser.add_argument("--output-dir", "--output_dir", dest="output_dir", required=True)
-    parser.add_argument("--probe-type", choices=PROBE_TYPES, default=None,
-                        help="default: linear (shapes), cnn (celeba)")
-    parser.add_argument("--epochs", type=int, default=None, help=f"default: 60 (linear) or {CNN_PROBE_EPOCHS} (cnn)")
-    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--probe-type", choices=PROBE_TYPES, default="cnn",
+                        help="cnn (the default instrument) or linear (Paper A's probes; shapes only)")
+    parser.add_argument("--epochs", type=int, default=None,
+                        help=f"default: shapes 20 (cnn) or 30 (linear); celeba {CNN_PROBE_EPOCHS}")
+    parser.add_argument("--lr", type=float, default=None, help="default: 3e-3 (cnn), 1e-2 (linear shapes probes)")
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--val-fraction", type=float, default=0.1, help="shapes: held-out fraction")
     parser.add_argument("--seed", type=int, default=0)
@@ -140,7 +140,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
 
     celeba = args.dataset == CELEBA_SOURCE
     options = celeba_builder_options(args)
-    args.probe_type = args.probe_type or ("cnn" if celeba else "linear")
     probes, accuracy, metadata = _train_celeba(args, options) if celeba else _train_shapes(args)
     split = "probe_val" if celeba else "validation"
     for name, value in accuracy.items():

@@ -17,44 +17,82 @@ PLOT_NAME = "learning_dynamics.png"
 THRESHOLD = 0.9
 
 
-def first_step_reaching(records: list[dict[str, Any]], level: str, threshold: float = THRESHOLD) -> int | None:
-    """The first evaluated step at which the mean multiplicative accuracy of ``level`` is >= ``threshold``."""
+def first_step_reaching(
+    records: list[dict[str, Any]], level: str, threshold: float = THRESHOLD, key: str = "level_accuracy"
+) -> int | None:
+    """The first evaluated step at which the mean multiplicative accuracy of ``level`` is >= ``threshold``
+    (``key="pixel_level_accuracy"``: as the pixel scorer measures it)."""
     for record in records:
-        if record["level_accuracy"].get(level, -1.0) >= threshold:
+        if record.get(key, {}).get(level, -1.0) >= threshold:
             return int(record["step"])
     return None
 
 
 def results_markdown(records: list[dict[str, Any]], graph: ConceptGraph) -> str:
-    """The results section: per-level final/best accuracy with first step >= 0.9, then per-class accuracy."""
+    """The results section: per-level final/best accuracy with first step >= 0.9, then per-class accuracy, each
+    beside the second scorer's (pixel statistics) when the records have it, and the classes the scorers disagree on."""
     if not records:
         return "No evaluation was run (train with probes to get compositional accuracy).\n"
     final = records[-1]
+    pixel = "pixel_accuracy" in final
     lines = [
         f"Multiplicative accuracy (Okawa et al. 2023, Eq. 2: a sample counts only if every concept probe agrees) "
         f"of {final['num_images_per_class']} samples per class at step {final['step']}; "
-        f"chance level {final['chance']:.3f}.",
+        f"chance level {final['chance']:.3f}. A sample without exactly one object of plausible size is wrong on "
+        "every concept.",
+    ]
+    if pixel:
+        lines += ["", "Every number is given by two independent scorers: the concept probes (a CNN) and pixel "
+                      "statistics of the object with thresholds set from real renders (no learned weights)."]
+    pixel_header = (" pixel scorer final | pixel scorer first step >= 0.9 |", "---|---|") if pixel else ("", "")
+    lines += [
         "",
-        "| level | classes | final accuracy | best accuracy | first step >= 0.9 |",
-        "|---|---|---|---|---|",
+        "| level | classes | final accuracy | best accuracy | first step >= 0.9 |" + pixel_header[0],
+        "|---|---|---|---|---|" + pixel_header[1],
     ]
     for level in sorted(final["level_accuracy"], key=int):
         classes = ", ".join(graph.format(c) for c in graph.classes_at_level(int(level)))
         best = max(r["level_accuracy"][level] for r in records)
         reached = first_step_reaching(records, level)
-        lines.append(
-            f"| {level} | {classes} | {final['level_accuracy'][level]:.3f} | {best:.3f} | "
-            f"{reached if reached is not None else 'not reached'} |"
-        )
-    lines += ["", "| class | " + " | ".join(graph.space.names) + " | level | multiplicative | additive |",
-              "|---|" + "---|" * (graph.space.num_variables + 3)]
+        row = (f"| {level} | {classes} | {final['level_accuracy'][level]:.3f} | {best:.3f} | "
+               f"{reached if reached is not None else 'not reached'} |")
+        if pixel:
+            pixel_reached = first_step_reaching(records, level, key="pixel_level_accuracy")
+            row += (f" {final['pixel_level_accuracy'][level]:.3f} | "
+                    f"{pixel_reached if pixel_reached is not None else 'not reached'} |")
+        lines.append(row)
+    objects = "object_rate" in final
+    extra = (" object rate |" if objects else "") + (" pixel scorer | agreement |" if pixel else "")
+    columns = graph.space.num_variables + 3 + objects + 2 * pixel
+    lines += ["", "| class | " + " | ".join(graph.space.names) + " | level | multiplicative | additive |" + extra,
+              "|---|" + "---|" * columns]
     for name, value in final["accuracy"].items():
         described = graph.space.describe(name)
-        lines.append(
-            f"| {name} | " + " | ".join(described.values()) + f" | {final['levels'][name]} | {value:.3f} | "
-            f"{final['additive_accuracy'][name]:.3f} |"
-        )
+        row = (f"| {name} | " + " | ".join(described.values()) + f" | {final['levels'][name]} | {value:.3f} | "
+               f"{final['additive_accuracy'][name]:.3f} |")
+        if objects:
+            row += f" {final['object_rate'][name]:.2f} |"
+        if pixel:
+            row += f" {final['pixel_accuracy'][name]:.3f} | {final['scorer_agreement'][name]:.2f} |"
+        lines.append(row)
+    if pixel:
+        lines += ["", disagreement_markdown(records)]
     return "\n".join(lines) + "\n"
+
+
+def disagreement_markdown(records: list[dict[str, Any]]) -> str:
+    """A sentence on where the probes and the pixel scorer disagree by more than 10 points on a class."""
+    flagged = [(r["step"], r.get("scorer_disagreements", [])) for r in records if r.get("scorer_disagreements")]
+    final = records[-1].get("scorer_disagreements", [])
+    if not flagged:
+        return "The two scorers agree within 10 points on every class at every evaluation."
+    text = (f"**The two scorers disagree by more than 10 points** at {len(flagged)} of {len(records)} evaluations "
+            f"(first at step {flagged[0][0]}: {', '.join(flagged[0][1])}).")
+    if final:
+        accuracy, pixel = records[-1]["accuracy"], records[-1]["pixel_accuracy"]
+        text += " At the final step: " + ", ".join(
+            f"{name} (probes {accuracy[name]:.2f}, pixel statistics {pixel[name]:.2f})" for name in final) + "."
+    return text
 
 
 def hub_dataset_id(dataset_name: str | None) -> str | None:
@@ -142,7 +180,8 @@ def write_model_card(
     body += sections_markdown(details.get("sections", []))
     body += ["## Model", ""] + [f"- {k}: `{v}`" for k, v in hyper.items()]
     body += ["", "## Training", ""] + [f"- {k}: `{v}`" for k, v in sorted(training.items())]
-    body += ["", "Evaluation: linear / CNN concept probes score every generated image (compgen.evaluation).", ""]
+    body += ["", "Evaluation: concept probes and, for the shapes data, pixel statistics score every generated image "
+                 "(compgen.evaluation; docs/evaluation.md).", ""]
     content = f"---\n{card_data.to_yaml()}\n---\n\n" + "\n".join(body)
     atomic_write_text(output_dir / "README.md", content)
     return ModelCard(content)

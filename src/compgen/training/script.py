@@ -220,8 +220,8 @@ def load_probes(
     """The probes a run is evaluated with.
 
     Saved probes if ``path`` is given; else CNN probes trained now on ``probe_splits`` = (``probe_train``,
-    ``probe_val``) of datasets that have them (CelebA), with the ``probe_val`` accuracy logged; else linear probes
-    trained now on rendered shapes of every class.
+    ``probe_val``) of datasets that have them (CelebA), with the ``probe_val`` accuracy logged; else the default
+    shapes probes (:func:`~compgen.evaluation.probes.default_shapes_probes`, trained once and cached on disk).
     """
     from ..evaluation.probes import ConceptProbes, default_shapes_probes
 
@@ -243,4 +243,5 @@ def load_probes(
             f"no probes for concept variables {train_data.space.names}: linear probes are trained on rendered shapes "
             f"({sorted(shapes_names)}) only; pass --probes_path or use a dataset with probe_train/probe_val splits"
         )
-    return default_shapes_probes(train_data.space, image_size=train_data.image_size, seed=seed)
+    # One instrument for every run: the default probes do not depend on the run's seed, so seeds compare fairly.
+    return default_shapes_probes(train_data.space, image_size=train_data.image_size)

@@ -399,6 +399,11 @@ class Trainer:
 def _format_record(record: dict[str, Any]) -> str:
     levels = record.get("level_accuracy", {})
     text = " ".join(f"L{level}={value:.2f}" for level, value in sorted(levels.items()))
+    pixel = record.get("pixel_level_accuracy")
+    if pixel:
+        text += " | pixel scorer " + " ".join(f"L{level}={value:.2f}" for level, value in sorted(pixel.items()))
+    if record.get("scorer_disagreements"):
+        text += f" | scorers disagree on {', '.join(record['scorer_disagreements'])}"
     return f"[eval step {record.get('step')}] {text}"
 
 
