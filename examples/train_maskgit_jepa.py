@@ -23,10 +23,10 @@ from compgen import MaskGITScheduler, MaskGITTransformer
 from compgen.models.jepa import parse_jepa_layers
 from compgen.models.vq_tokenizer import token_grid_size
 from compgen.training.maskgit_task import MaskGITTask, precompute_tokens
-from compgen.training.script import prepare_run
-from compgen.training.vq_task import (
+from compgen.training.script import (
     VQ_PRESETS,
     add_vq_tokenizer_arguments,
+    prepare_run,
     report_for_run,
     train_vq_tokenizer,
 )
@@ -62,7 +62,7 @@ PRESETS = {
         max_train_steps=3000,
         label_smoothing=0.0,
         use_ema=False,
-        mixed_precision="bf16",
+        mixed_precision="auto",
         eval_steps=250,
         checkpointing_steps=1000,
     ),

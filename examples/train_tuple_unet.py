@@ -44,7 +44,7 @@ PRESETS = {
         max_train_steps=3000,
         use_ema=True,
         ema_decay=0.995,
-        mixed_precision="bf16",
+        mixed_precision="auto",
         eval_steps=250,
         checkpointing_steps=1000,
         eval_inference_steps=20,
@@ -57,6 +57,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--block_out_channels", default="64,128", help="U-Net widths, comma separated")
     parser.add_argument("--conditioning", default="full", choices=["full", "quantized"])
     parser.add_argument("--concept_dropout", type=float, default=0.0)
+    parser.add_argument("--concept_modulation", default="multiply", choices=["multiply", "film", "add"],
+                        help="how concepts enter the decoder: h*e+t (Paper A), h*(1+e)+t, or h+e+t")
     parser.add_argument("--num_train_timesteps", type=int, default=500)
     parser.add_argument("--prediction_type", default="epsilon", choices=["epsilon", "v_prediction", "sample"])
     parser.add_argument("--layers_per_block", type=int, default=2)
@@ -71,6 +73,7 @@ def main(argv: list[str] | None = None) -> None:
         conditioning=args.conditioning,
         continuous_concepts=run.continuous_concepts if args.conditioning == "full" else {},
         concept_dropout=args.concept_dropout,
+        concept_modulation=args.concept_modulation,
     )
     scheduler = DDPMScheduler(
         num_train_timesteps=args.num_train_timesteps,

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from compgen.training.script import prepare_run
-from compgen.training.vq_task import VQ_PRESETS, add_vq_tokenizer_arguments, train_vq_tokenizer
+from compgen.training.script import VQ_PRESETS, add_vq_tokenizer_arguments, prepare_run, train_vq_tokenizer
 
 # The tokenizer flags are the ones examples/train_maskgit_jepa.py uses; here --max_train_steps and --learning_rate
 # are the tokenizer's own (there they are the generator's, and --vq_steps / --vq_learning_rate the tokenizer's).

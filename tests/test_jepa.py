@@ -66,8 +66,13 @@ def test_loss_only_counts_masked_positions():
         h[~mask] += 100.0
     predictions = predictor(hidden)
     assert jepa_loss(predictions, hidden, mask).item() == pytest.approx(jepa_loss(predictions, changed, mask).item())
-    with pytest.raises(ValueError, match="masked"):
-        jepa_loss(predictions, hidden, torch.zeros_like(mask))
+    # The masked mean equals the MSE over exactly the masked positions (and nothing masked gives 0, not NaN).
+    layer = predictor.layers[0]
+    target = torch.nn.functional.layer_norm(hidden[layer], (32,))
+    expected = torch.nn.functional.mse_loss(predictions[layer][mask], target[mask])
+    single = {layer: predictions[layer]}
+    torch.testing.assert_close(jepa_loss(single, hidden, mask), expected)
+    assert jepa_loss(predictions, hidden, torch.zeros_like(mask)).item() == 0.0
 
 
 def test_ema_update_math_and_schedule():

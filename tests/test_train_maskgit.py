@@ -144,5 +144,8 @@ def test_dead_code_restarts_and_crops_are_deterministic():
     crops = random_crops(images, 12, torch.Generator().manual_seed(1))
     assert crops.shape == (2, 3, 12, 12)
     assert torch.equal(crops, random_crops(images, 12, torch.Generator().manual_seed(1)))
+    for image, crop in zip(images, crops, strict=True):  # each crop is a window of its own image
+        top, left = divmod(int(crop[0, 0, 0] - image[0, 0, 0]), 28)
+        assert torch.equal(crop, image[:, top : top + 12, left : left + 12])
     with pytest.raises(ValueError, match="crop_size"):
         random_crops(images, 30)

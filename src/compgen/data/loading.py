@@ -41,6 +41,11 @@ class ConceptImageData:
     def __len__(self) -> int:
         return len(self.images)
 
+    def to(self, device: torch.device | str) -> ConceptImageData:
+        """The same split with its tensors on ``device`` (the shapes and CelebA splits fit in device memory)."""
+        values = None if self.concept_values is None else self.concept_values.to(device)
+        return ConceptImageData(self.space, self.images.to(device), self.concepts.to(device), values)
+
     @property
     def image_size(self) -> int:
         return int(self.images.shape[1])

@@ -31,9 +31,9 @@ from .metrics import (
     per_image_correctness,
     probability_product_accuracy,
 )
-from .objects import ObjectCheck, check_objects
 from .pixel_scorer import PixelStatisticsScorer
 from .probes import ConceptProbes
+from .scoring import ImageScorer
 
 logger = logging.getLogger(__name__)
 
@@ -84,16 +84,12 @@ class LearningDynamicsTracker:
             raise ValueError(f"num_images_per_class must be at least 1, got {num_images_per_class}")
         self.graph = graph
         self.probes = probes
+        self.scorer = ImageScorer(probes, require_object, pixel_scorer, batch_size)
         self.num_images_per_class = num_images_per_class
         self.log_path = Path(log_path) if log_path is not None else None
         self.seed = seed
-        self.batch_size = batch_size
         self.sample_dir = Path(sample_dir) if sample_dir is not None else None
         self.samples_per_class = samples_per_class
-        self.require_object = bool(probes.config.center_objects) if require_object is None else require_object
-        if pixel_scorer is None:
-            pixel_scorer = self.require_object and is_shapes_space(graph.space)
-        self._pixel_scorer = pixel_scorer
         self.class_names = [graph.format(c) for c in graph.nodes]
         self.levels = graph.levels
         self.chance = chance_accuracy(graph.space.cardinalities)
@@ -115,18 +111,9 @@ class LearningDynamicsTracker:
                 f"got {images.dtype} {images.shape}"
             )
         generate_seconds = time.perf_counter() - eval_start
-        probabilities = [p.numpy() for p in self.probes.predict_proba(images, batch_size=self.batch_size)]
-        predictions = np.stack([p.argmax(axis=1) for p in probabilities], axis=1)
-        has_object = np.ones(len(images), dtype=bool)
-        objects: ObjectCheck | None = None
-        if self.require_object:
-            # A sample without exactly one object has none of its class's concepts: every concept counts as wrong.
-            objects = check_objects(images)
-            has_object = objects.valid
-            predictions[~has_object] = -1
-            probabilities = [np.where(has_object[:, None], p, 0.0) for p in probabilities]
-        scorer = self.pixel_scorer(images.shape[1])
-        pixel_predictions = scorer.predict(images) if scorer is not None else None
+        scores = self.scorer.score(images)
+        predictions, probabilities, objects = scores.predictions, scores.probabilities, scores.objects
+        has_object, pixel_predictions = scores.has_object, scores.pixel_predictions
 
         accuracy, additive, prob_product, per_concept, object_rate = {}, {}, {}, {}, {}
         failures, pixel_accuracy, agreement = {}, {}, {}
@@ -196,14 +183,6 @@ class LearningDynamicsTracker:
             accelerator.log(flat_scalars(record), step=int(step))
         return record
 
-    def pixel_scorer(self, image_size: int) -> PixelStatisticsScorer | None:
-        """The second scorer for ``image_size`` images (calibrated on first use), or ``None`` when disabled."""
-        if self._pixel_scorer is False or self._pixel_scorer is None:
-            return None
-        if self._pixel_scorer is True:
-            self._pixel_scorer = PixelStatisticsScorer.calibrate(self.graph.space, image_size=image_size)
-        return self._pixel_scorer
-
     def _save_samples(self, images: np.ndarray, step: int) -> None:
         n, k = self.num_images_per_class, min(self.samples_per_class, self.num_images_per_class)
         keep = np.concatenate([np.arange(i * n, i * n + k) for i in range(len(self.class_names))])
@@ -221,17 +200,6 @@ def scorer_disagreements(record: dict[str, Any], threshold: float = DISAGREEMENT
     pixel = record.get("pixel_accuracy") or {}
     return [name for name, value in record["accuracy"].items()
             if name in pixel and abs(value - pixel[name]) > threshold + 1e-9]
-
-
-def is_shapes_space(space: ConceptSpace) -> bool:
-    """Whether the shapes renderer draws ``space`` (so real renders can calibrate the pixel scorer)."""
-    from ..shapes import check_space
-
-    try:
-        check_space(space)
-    except ValueError:
-        return False
-    return True
 
 
 def flat_scalars(record: dict[str, Any], prefix: str = "eval") -> dict[str, float]:

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from ..cli import add_celeba_arguments, celeba_builder_options
 from ..concepts import get_split_preset
 from ..data.loading import CELEBA_SOURCE, ConceptImageData, load_concept_dataset, split_tensors
 from ..io import atomic_directory
@@ -115,7 +116,6 @@ def _train_celeba(
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, float]:
-    from ..training.script import add_celeba_arguments, celeba_builder_options
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", choices=("shapes", CELEBA_SOURCE), default="shapes")

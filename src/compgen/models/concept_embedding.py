@@ -93,6 +93,10 @@ class ConceptEmbedding(nn.Module):
             )
         if concepts.dtype.is_floating_point or concepts.dtype == torch.bool:
             raise ValueError(f"concepts must be integer class indices, got dtype {concepts.dtype}")
+        if concepts.device.type != "cpu":
+            # The value check reads the data, a host synchronisation on an accelerator at every step: there, the
+            # pipelines (prepare_concept_conditioning) and the datasets (ClassLabel columns) validate indices.
+            return
         out_of_range = (concepts < 0) | (concepts >= self.cardinalities)
         if out_of_range.any():
             row, column = (int(i) for i in out_of_range.nonzero()[0])

@@ -16,6 +16,7 @@ Choices the paper leaves open, documented here:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -79,24 +80,36 @@ def jepa_loss(
 ) -> torch.Tensor:
     """Mean over layers of the MSE between predictions and layer-normalized targets on the masked positions.
 
-    ``mask`` is ``(B, L)``, ``True`` where the context branch saw a mask token. The targets are detached here
-    (stop-gradient), so the loss never reaches the target encoder even if it were left trainable.
+    ``mask`` is ``(B, L)``, ``True`` where the context branch saw a mask token (at least one per batch:
+    training masks always mask a token). The targets are detached here (stop-gradient), so the loss never reaches
+    the target encoder even if it were left trainable. The masked mean is a weighted sum, not boolean indexing, so
+    the loss has no data-dependent shapes (no host synchronisation on a GPU).
     """
-    if not mask.any():
-        raise ValueError("the JEPA loss needs at least one masked position")
+    weights = mask.float()
+    count = weights.sum().clamp(min=1.0)
     losses = []
     for layer, prediction in predictions.items():
         target = target_hidden_states[layer].detach().float()
         target = F.layer_norm(target, target.shape[-1:])
-        losses.append(F.mse_loss(prediction.float()[mask], target[mask]))
+        squared = (prediction.float() - target).pow(2).mean(dim=-1)
+        losses.append((squared * weights).sum() / count)
     return torch.stack(losses).mean()
 
 
 class MaskGITWithPredictor(nn.Module):
     """The trainable module of MaskGIT + JEPA: the transformer and its JEPA predictor (``None`` for plain MaskGIT),
-    so one optimizer, one checkpoint and one EMA cover both."""
+    so one optimizer, one checkpoint and one EMA cover both.
+
+    Its ``forward`` runs both parts, so that a data-parallel wrapper (``DistributedDataParallel``) sees the whole
+    computation and synchronises the gradients of both."""
 
     def __init__(self, transformer: nn.Module, predictor: JEPAPredictor | None = None) -> None:
         super().__init__()
         self.transformer = transformer
         self.predictor = predictor
+
+    def forward(self, input_ids: torch.Tensor, **conditioning) -> tuple[Any, dict[int, torch.Tensor] | None]:
+        """The transformer's output on ``input_ids`` and, with a predictor, its JEPA predictions per layer."""
+        output = self.transformer(input_ids, **conditioning, output_hidden_states=self.predictor is not None)
+        predictions = self.predictor(output.hidden_states) if self.predictor is not None else None
+        return output, predictions

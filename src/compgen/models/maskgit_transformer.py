@@ -126,7 +126,10 @@ class MaskGITTransformer(ModelMixin, ConfigMixin, ConceptConditionedMixin):
         input_ids = input_ids.reshape(batch_size, -1)
         if input_ids.shape[1] != self.num_tokens:
             raise ValueError(f"input_ids must hold {self.num_tokens} tokens per image, got {input_ids.shape[1]}")
-        if input_ids.dtype.is_floating_point or input_ids.min() < 0 or input_ids.max() > self.mask_token_id:
+        if input_ids.dtype.is_floating_point:
+            raise ValueError(f"input_ids must be integer token ids, got dtype {input_ids.dtype}")
+        # The range check reads the data (a host synchronisation per step on an accelerator): CPU inputs only.
+        if input_ids.device.type == "cpu" and (input_ids.min() < 0 or input_ids.max() > self.mask_token_id):
             raise ValueError(f"input_ids must be integer token ids in [0, {self.mask_token_id}] (mask = last)")
         if concepts.shape[:1] != (batch_size,):
             raise ValueError(f"concepts has batch size {concepts.shape[0]} but input_ids has {batch_size}")

@@ -38,6 +38,9 @@ def shapes_continuous_concepts(space: ConceptSpaceLike) -> dict[str, list[list[f
     }
 
 
+CONCEPT_MODULATIONS = ("multiply", "film", "add")
+
+
 class ResidualConvBlock(nn.Module):
     """Two Conv3x3 + GroupNorm + GELU layers with a residual connection scaled by 1/sqrt(2) (Paper A's block).
 
@@ -106,6 +109,9 @@ class TupleConditionedUNet2DModel(ModelMixin, ConfigMixin, ConceptConditionedMix
             :func:`shapes_continuous_concepts`); required in ``full`` mode, ignored in ``quantized`` mode.
         concept_dropout: Probability of replacing each concept's embedding by its learned null during training.
             When > 0 the model has null embeddings, which enables classifier-free guidance.
+        concept_modulation: How the summed concept embedding ``e`` enters each decoder stage with the time embedding
+            ``t``: ``"multiply"`` (Paper A: ``h * e + t``), ``"film"`` (``h * (1 + e) + t``, identity at ``e = 0``,
+            so no embedding can switch the features off) or ``"add"`` (``h + e + t``).
     """
 
     _supports_gradient_checkpointing = False
@@ -122,9 +128,12 @@ class TupleConditionedUNet2DModel(ModelMixin, ConfigMixin, ConceptConditionedMix
         conditioning: str = "quantized",
         continuous_concepts: dict[str, list[list[float]]] | None = None,
         concept_dropout: float = 0.0,
+        concept_modulation: str = "multiply",
     ) -> None:
         super().__init__()
         space = self._register_concepts(concept_space, conditioning, continuous_concepts, concept_dropout)
+        if concept_modulation not in CONCEPT_MODULATIONS:
+            raise ValueError(f"concept_modulation must be one of {CONCEPT_MODULATIONS}, got {concept_modulation!r}")
         if not block_out_channels or layers_per_block < 1:
             raise ValueError("block_out_channels must be non-empty and layers_per_block at least 1")
         if any(channels % norm_num_groups for channels in block_out_channels):
@@ -214,8 +223,14 @@ class TupleConditionedUNet2DModel(ModelMixin, ConfigMixin, ConceptConditionedMix
         pooled = F.gelu(h.mean(dim=(2, 3)))
         h = self.bottleneck_up(pooled).reshape(batch_size, -1, self.bottleneck_size, self.bottleneck_size)
         h = F.gelu(self.bottleneck_norm(h))
+        modulation = self.config.concept_modulation
         for stage, skip, scale, shift in zip(self.up_stages, reversed(skips), concept_scales, time_shifts, strict=True):
-            h = torch.addcmul(shift[:, :, None, None], h, scale[:, :, None, None])
+            if modulation == "multiply":
+                h = torch.addcmul(shift[:, :, None, None], h, scale[:, :, None, None])
+            elif modulation == "film":
+                h = torch.addcmul(h + shift[:, :, None, None], h, scale[:, :, None, None])
+            else:
+                h = h + (scale + shift)[:, :, None, None]
             h = stage(h, skip)
         out = self.conv_out(torch.cat([h, x_in], dim=1))
 

@@ -151,9 +151,10 @@ class MaskGITScheduler(SchedulerMixin, ConfigMixin):
         if step_index == self.num_inference_steps - 1:
             prev_sample = pred_original_sample
         else:
-            mask_len = torch.tensor(
-                [[self.num_masked_after(step_index, seq_len, int(n))] for n in num_masked], device=sample.device
-            )
+            # num_masked_after for every row at once: the schedule's target, at least one fewer than before, at
+            # least one (the last step unmasks everything).
+            target = math.floor(seq_len * float(self.mask_ratio((step_index + 1) / self.num_inference_steps)))
+            mask_len = torch.minimum(num_masked - 1, torch.full_like(num_masked, target)).clamp(min=1)[:, None]
             confidence = torch.gather(probs, -1, pred_original_sample[..., None])[..., 0]
             # Known tokens are never re-masked.
             confidence = torch.where(unknown, confidence, torch.finfo(confidence.dtype).max)

@@ -1,4 +1,5 @@
-"""Training task for the tuple-conditioned U-Net: DDPM epsilon prediction (Paper A, Eq. 1)."""
+"""Training task for the tuple-conditioned U-Net: the DDPM objective of Paper A (Eq. 1), with the prediction target
+the scheduler names (epsilon as Paper A, ``v_prediction`` as the cpu-quick preset, or the clean sample)."""
 
 from __future__ import annotations
 
@@ -11,15 +12,18 @@ import torch.nn.functional as F
 from diffusers import DDIMScheduler, DDPMScheduler
 from torch import nn
 
+from ..images import unit_to_uint8
 from .trainer import TrainingTask
+
+PREDICTION_TYPES = ("epsilon", "v_prediction", "sample")
 
 
 class DDPMTask(TrainingTask):
-    """MSE between the true and the predicted noise at a uniformly drawn timestep, conditioned on the tuple
-    (or, per the scheduler's ``prediction_type``, the velocity ``v`` or the clean sample).
+    """MSE between the model's prediction and the scheduler's target at a uniformly drawn timestep, conditioned on
+    the tuple. Noising and the ``v`` target are diffusers' (``scheduler.add_noise``, ``scheduler.get_velocity``).
 
     Evaluation samples with DDIM (``eval_inference_steps`` steps) from the same trained noise schedule: it
-    scores like full DDPM sampling on this data at a fraction of the cost (REFERENCE.md, measured).
+    scores like full DDPM sampling on this data at a fraction of the cost (``docs/tuple_unet_h32.md``).
     """
 
     def __init__(
@@ -30,6 +34,9 @@ class DDPMTask(TrainingTask):
         eval_batch_size: int = 256,
         use_full_conditioning: bool | None = None,
     ) -> None:
+        if scheduler.config.prediction_type not in PREDICTION_TYPES:
+            raise ValueError(f"unsupported prediction_type {scheduler.config.prediction_type!r}; use one of "
+                             f"{PREDICTION_TYPES}")
         self.model = unet
         self.scheduler = scheduler
         self.eval_inference_steps = eval_inference_steps
@@ -37,30 +44,28 @@ class DDPMTask(TrainingTask):
         self.use_full_conditioning = (
             unet.config.conditioning == "full" if use_full_conditioning is None else use_full_conditioning
         )
-        self._alphas_cumprod = scheduler.alphas_cumprod.float()
 
     def compute_loss(self, model, batch, generator, step):
         images = batch["images"]
-        noise = torch.randn(images.shape, generator=generator)
-        timesteps = torch.randint(0, self.scheduler.config.num_train_timesteps, (len(images),), generator=generator)
-        alpha_bar = self._alphas_cumprod[timesteps].view(-1, 1, 1, 1)
-        noisy = alpha_bar.sqrt() * images + (1.0 - alpha_bar).sqrt() * noise
+        device = images.device
+        noise = torch.randn(images.shape, generator=generator).to(device)
+        timesteps = torch.randint(0, self.scheduler.config.num_train_timesteps, (len(images),),
+                                  generator=generator).to(device)
+        noisy = self.scheduler.add_noise(images, noise, timesteps)
         drop_mask = None
         dropout = float(getattr(self.model.config, "concept_dropout", 0.0))
         if dropout > 0:
-            drop_mask = torch.rand(batch["concepts"].shape, generator=generator) < dropout
+            drop_mask = (torch.rand(batch["concepts"].shape, generator=generator) < dropout).to(device)
         values = batch.get("concept_values") if self.use_full_conditioning else None
         prediction = model(noisy, timesteps, batch["concepts"], concept_values=values, drop_mask=drop_mask).sample
         prediction_type = self.scheduler.config.prediction_type
         if prediction_type == "epsilon":
             target = noise
         elif prediction_type == "v_prediction":
-            target = alpha_bar.sqrt() * noise - (1.0 - alpha_bar).sqrt() * images
-        elif prediction_type == "sample":
-            target = images
+            target = self.scheduler.get_velocity(images, noise, timesteps)
         else:
-            raise ValueError(f"unsupported prediction_type {prediction_type!r}; use epsilon, v_prediction or sample")
-        return F.mse_loss(prediction.float(), target), {}
+            target = images
+        return F.mse_loss(prediction.float(), target.float()), {}
 
     def pipeline(self, unet: nn.Module, scheduler=None):
         from ..pipelines.tuple_ddpm import TupleConditionedDDPMPipeline
@@ -81,8 +86,7 @@ class DDPMTask(TrainingTask):
                 output_type="np",
             ).images
             chunks.append(out)
-        images = np.concatenate(chunks)
-        return np.clip(np.rint(images * 255.0), 0, 255).astype(np.uint8)
+        return unit_to_uint8(np.concatenate(chunks))
 
     def save_pretrained(self, model, output_dir: Path) -> None:
         self.pipeline(model).save_pretrained(output_dir, safe_serialization=True)
@@ -97,6 +101,7 @@ class DDPMTask(TrainingTask):
                 "block_out_channels": list(config.block_out_channels),
                 "conditioning": config.conditioning,
                 "concept_dropout": config.concept_dropout,
+                "concept_modulation": config.concept_modulation,
                 "num_train_timesteps": self.scheduler.config.num_train_timesteps,
                 "beta_schedule": self.scheduler.config.beta_schedule,
                 "prediction_type": self.scheduler.config.prediction_type,

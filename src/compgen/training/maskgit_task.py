@@ -12,28 +12,40 @@ from diffusers import VQModel
 from safetensors.torch import save_file
 from torch import nn
 
+from ..evaluation.tokenizer_report import reconstruction_markdown
+from ..images import uint8_to_signed, unit_to_uint8
 from ..models.jepa import JEPAPredictor, MaskGITWithPredictor, jepa_loss, scale_jepa_layers
 from ..models.maskgit_transformer import MaskGITTransformer
 from ..models.vq_tokenizer import encode_to_indices
 from ..schedulers.scheduling_maskgit import MaskGITScheduler
 from .ema import ExponentialMovingAverage, MomentumSchedule
 from .trainer import TrainingTask
-from .vq_task import reconstruction_markdown
 
 JEPA_TARGET_DIR = "jepa_target"
 
 
 @torch.no_grad()
 def precompute_tokens(vqvae: VQModel, images: torch.Tensor, batch_size: int = 512) -> torch.LongTensor:
-    """VQ indices ``(N, h * w)`` of uint8 images ``(N, H, W, 3)``: the tokenizer is frozen, so encode once."""
+    """VQ indices ``(N, h * w)`` of uint8 images ``(N, H, W, 3)``, on the tokenizer's device: it is frozen, so
+    encode once."""
     was_training = vqvae.training
     vqvae.eval()
     chunks = []
     for start in range(0, len(images), batch_size):
-        batch = images[start : start + batch_size].permute(0, 3, 1, 2).float() / 127.5 - 1
+        batch = uint8_to_signed(images[start : start + batch_size]).to(vqvae.device)
         chunks.append(encode_to_indices(vqvae, batch).flatten(1))
     vqvae.train(was_training)
     return torch.cat(chunks)
+
+
+def masked_cross_entropy(logits: torch.Tensor, targets: torch.LongTensor, mask: torch.BoolTensor,
+                         label_smoothing: float = 0.0) -> torch.Tensor:
+    """Mean cross-entropy over the masked positions of ``(B, L, K)`` logits, without boolean indexing (no
+    data-dependent shapes, so no host synchronisation on a GPU)."""
+    per_token = F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none",
+                                label_smoothing=label_smoothing)
+    weights = mask.float()
+    return (per_token * weights).sum() / weights.sum().clamp(min=1.0)
 
 
 class MaskGITTask(TrainingTask):
@@ -103,27 +115,29 @@ class MaskGITTask(TrainingTask):
         self.model = MaskGITWithPredictor(transformer, predictor)
 
     def compute_loss(self, model, batch, generator, step):
-        transformer = model.transformer
+        transformer = self.model.transformer  # for its configuration; ``model`` may be a data-parallel wrapper
         tokens = self.train_tokens[batch["index"]]
+        device = tokens.device
         grid = transformer.config.grid_size
-        mask = self.scheduler.sample_mask(len(tokens), (grid, grid), generator, self.mask_type)
+        mask = self.scheduler.sample_mask(len(tokens), (grid, grid), generator, self.mask_type, device=device)
         inputs = torch.where(mask, transformer.mask_token_id, tokens)
         drop_mask = None
         if transformer.config.concept_dropout > 0:
-            drop_mask = torch.rand(batch["concepts"].shape, generator=generator) < transformer.config.concept_dropout
+            drop_mask = (torch.rand(batch["concepts"].shape, generator=generator)
+                         < transformer.config.concept_dropout).to(device)
         conditioning = dict(
             concepts=batch["concepts"],
             concept_values=batch.get("concept_values") if self.use_full_conditioning else None,
             drop_mask=drop_mask,
         )
-        output = transformer(inputs, **conditioning, output_hidden_states=self.target is not None)
-        ce = F.cross_entropy(output.logits[mask].float(), tokens[mask], label_smoothing=self.label_smoothing)
+        output, predictions = model(inputs, **conditioning)
+        ce = masked_cross_entropy(output.logits, tokens, mask, self.label_smoothing)
         if self.target is None:
-            return ce, {"ce": ce.item()}
+            return ce, {"ce": ce.detach()}
         with torch.no_grad():
             target_hidden = self.target.shadow(tokens, **conditioning, output_hidden_states=True).hidden_states
-        jepa = jepa_loss(model.predictor(output.hidden_states), target_hidden, mask)
-        return ce + self.jepa_weight * jepa, {"ce": ce.item(), "jepa": jepa.item()}
+        jepa = jepa_loss(predictions, target_hidden, mask)
+        return ce + self.jepa_weight * jepa, {"ce": ce.detach(), "jepa": jepa.detach()}
 
     def after_optimizer_step(self, model, step):
         if self.target is None:
@@ -151,7 +165,7 @@ class MaskGITTask(TrainingTask):
             for start in range(0, len(concepts), self.eval_batch_size)
         ]
         model.train(was_training)
-        return np.clip(np.rint(np.concatenate(chunks) * 255.0), 0, 255).astype(np.uint8)
+        return unit_to_uint8(np.concatenate(chunks))
 
     def save_pretrained(self, model, output_dir: Path) -> None:
         self.pipeline(model.transformer).save_pretrained(output_dir, safe_serialization=True)

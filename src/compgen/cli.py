@@ -1,0 +1,67 @@
+"""Command-line plumbing shared by every compgen command (training scripts, probe training, dataset scripts).
+
+It sits above the library: it may import data builders, but nothing in ``compgen.training`` or
+``compgen.evaluation`` imports it back except the commands themselves.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .data.loading import CELEBA_SOURCE
+
+CELEBA_FLAGS = ("celeba_dir", "celeba_parquet", "celeba_training_classes")
+
+
+def apply_preset(parser: argparse.ArgumentParser, presets: dict[str, dict[str, Any]], argv: list[str] | None) -> str:
+    """Parse ``--preset`` first and make its values the defaults, so explicit flags still win."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--preset", choices=sorted(presets), default=None)
+    known, _ = pre.parse_known_args(argv)
+    if known.preset:
+        unknown = set(presets[known.preset]) - {a.dest for a in parser._actions}
+        if unknown:
+            raise ValueError(f"preset {known.preset!r} sets unknown options {sorted(unknown)}")
+        parser.set_defaults(**presets[known.preset])
+    return known.preset or "none"
+
+
+def add_celeba_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags that locate a local CelebA copy for ``--dataset celeba`` (see :mod:`compgen.data.celeba`)."""
+    from .data.celeba import CelebAConcepts
+
+    group = parser.add_argument_group("CelebA (--dataset celeba)")
+    group.add_argument("--celeba_dir", "--celeba-dir", dest="celeba_dir", default=None,
+                       help="official CelebA tree: img_align_celeba/, list_attr_celeba.txt, list_eval_partition.txt")
+    group.add_argument("--celeba_parquet", "--celeba-parquet", dest="celeba_parquet", default=None,
+                       help="CelebA with attribute columns as Parquet: a local file or directory, or a Hub dataset id "
+                            "(its config name goes in --dataset_config)")
+    group.add_argument("--celeba_config", "--celeba-config", dest="celeba_config", default="default",
+                       choices=sorted(CelebAConcepts.builder_configs),
+                       help="builder config: default (64 px, paper caps) or cpu (32 px, smaller caps)")
+    group.add_argument("--celeba_training_classes", "--celeba-training-classes", dest="celeba_training_classes",
+                       default=None, help="comma-separated training classes (default 000,001,010,100)")
+
+
+def celeba_builder_options(args: argparse.Namespace) -> dict[str, Any]:
+    """CelebA builder keyword arguments from the flags (``{}`` for other datasets, whose use of them is an error)."""
+    if args.dataset != CELEBA_SOURCE:
+        given = [f"--{name}" for name in CELEBA_FLAGS if getattr(args, name, None)]
+        if given:
+            raise ValueError(
+                f"{', '.join(given)} only apply to --dataset {CELEBA_SOURCE} (got --dataset {args.dataset})"
+            )
+        return {}
+    if (args.celeba_dir is None) == (args.celeba_parquet is None):
+        raise ValueError(
+            f"--dataset {CELEBA_SOURCE} needs exactly one of --celeba_dir DIR (the official tree with "
+            "img_align_celeba/, list_attr_celeba.txt, list_eval_partition.txt) or --celeba_parquet PATH_OR_HUB_ID"
+        )
+    if args.celeba_dir is not None:
+        options: dict[str, Any] = {"data_dir": args.celeba_dir}
+    else:
+        options = {"parquet": args.celeba_parquet, "parquet_config": args.dataset_config}
+    if args.celeba_training_classes:
+        options["training_classes"] = tuple(c.strip() for c in args.celeba_training_classes.split(",") if c.strip())
+    return options

@@ -1,0 +1,94 @@
+"""Score images of known classes the way every compgen evaluation does: concept probes, the one-object check, and the
+independent pixel-statistics scorer. The learning-dynamics tracker scores generated samples with it, and the
+tokenizer report scores reconstructions with it, so both judge an image by the same rules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..concepts import ConceptSpace
+from .objects import ObjectCheck, check_objects
+from .pixel_scorer import PixelStatisticsScorer
+from .probes import ConceptProbes
+
+
+def is_shapes_space(space: ConceptSpace) -> bool:
+    """Whether the shapes renderer draws ``space`` (so real renders can calibrate the pixel scorer)."""
+    from ..shapes import check_space
+
+    try:
+        check_space(space)
+    except ValueError:
+        return False
+    return True
+
+
+@dataclass
+class ImageScores:
+    """Per-image verdicts of one batch."""
+
+    predictions: np.ndarray
+    """``(N, V)`` probe predictions; ``-1`` rows for images without a valid object."""
+    probabilities: list[np.ndarray]
+    """Per concept ``(N, k_v)`` probe probabilities (zero rows for images without a valid object)."""
+    objects: ObjectCheck | None
+    """The one-object check, or ``None`` when objects are not required (natural images)."""
+    pixel_predictions: np.ndarray | None
+    """``(N, V)`` pixel-scorer predictions (``-1`` rows without a valid object), or ``None`` without one."""
+
+    @property
+    def has_object(self) -> np.ndarray:
+        return self.objects.valid if self.objects is not None else np.ones(len(self.predictions), dtype=bool)
+
+
+class ImageScorer:
+    """The probes, the one-object check and the pixel scorer together.
+
+    Args:
+        probes: trained concept probes.
+        require_object: count images without exactly one object of plausible size as wrong on every concept;
+            default: on for probes that center objects (the shapes data), off otherwise (faces fill the frame).
+        pixel_scorer: the second, independent scorer; default: a
+            :class:`~compgen.evaluation.pixel_scorer.PixelStatisticsScorer` calibrated on real renders (on first
+            use, for the images' size) when the space is a shapes space and objects are required. ``False``
+            disables it.
+        batch_size: probe batch size.
+    """
+
+    def __init__(
+        self,
+        probes: ConceptProbes,
+        require_object: bool | None = None,
+        pixel_scorer: PixelStatisticsScorer | bool | None = None,
+        batch_size: int = 512,
+    ) -> None:
+        self.probes = probes
+        self.require_object = bool(probes.config.center_objects) if require_object is None else require_object
+        if pixel_scorer is None:
+            pixel_scorer = self.require_object and is_shapes_space(probes.space)
+        self._pixel_scorer = pixel_scorer
+        self.batch_size = batch_size
+
+    def pixel_scorer(self, image_size: int) -> PixelStatisticsScorer | None:
+        """The second scorer for ``image_size`` images (calibrated on first use), or ``None`` when disabled."""
+        if self._pixel_scorer is False or self._pixel_scorer is None:
+            return None
+        if self._pixel_scorer is True:
+            self._pixel_scorer = PixelStatisticsScorer.calibrate(self.probes.space, image_size=image_size)
+        return self._pixel_scorer
+
+    def score(self, images: np.ndarray) -> ImageScores:
+        """Score uint8 ``(N, H, W, 3)`` images."""
+        probabilities = [p.numpy() for p in self.probes.predict_proba(images, batch_size=self.batch_size)]
+        predictions = np.stack([p.argmax(axis=1) for p in probabilities], axis=1)
+        objects = None
+        if self.require_object:
+            # An image without exactly one object has none of its class's concepts: every concept counts as wrong.
+            objects = check_objects(images)
+            predictions[~objects.valid] = -1
+            probabilities = [np.where(objects.valid[:, None], p, 0.0) for p in probabilities]
+        scorer = self.pixel_scorer(images.shape[1])
+        pixel_predictions = scorer.predict(images) if scorer is not None else None
+        return ImageScores(predictions, probabilities, objects, pixel_predictions)

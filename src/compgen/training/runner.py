@@ -1,0 +1,152 @@
+"""Many small runs, one after another in one process: the queue for seeds x conditions x models.
+
+    python -m compgen.training.runner --runs RUNS.txt [--parallel K] [--summary queue.json]
+
+``RUNS.txt`` holds one training command per line, the script path followed by its flags (``#`` starts a comment)::
+
+    examples/train_tuple_unet.py --preset paper --seed 0 --output_dir runs/unet-seed0
+    examples/train_tuple_unet.py --preset paper --seed 1 --output_dir runs/unet-seed1
+
+Each command runs inside this process (the script's ``main(argv)``), so a GPU holds one CUDA context and one run at a
+time: on one H200, several training processes sharing the GPU each ran at about a sixth of their speed alone. A
+failing run is reported and the queue goes on. ``--parallel K`` splits the queue over ``K`` worker processes, each
+running its share in order: useful on a multi-core CPU (one thread per worker), not on one GPU. The summary lists
+every run's status and wall-clock. ``examples/run_study.py`` builds on this for whole study grids.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import logging
+import shlex
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import ModuleType
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class RunResult:
+    """How one queued run ended."""
+
+    command: str
+    status: str
+    """``"ok"`` or ``"failed"``."""
+    seconds: float
+    error: str | None = None
+
+
+def load_script(path: str | Path) -> ModuleType:
+    """Execute a script file (e.g. ``examples/train_tuple_unet.py``) as a fresh module and return it."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no script at {path}")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def parse_runs(text: str) -> list[list[str]]:
+    """Commands from a runs file: one per non-empty line, ``#`` comments dropped, shell-style quoting."""
+    commands = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        words = shlex.split(line, comments=True)
+        if not words:
+            continue
+        if not words[0].endswith(".py"):
+            raise ValueError(f"runs file line {number}: a command starts with a script path (*.py), got {words[0]!r}")
+        commands.append(words)
+    return commands
+
+
+def run_in_process(command: Sequence[str]) -> RunResult:
+    """Run one command (``[script.py, *flags]``) in this process through the script's ``main(argv)``."""
+    from accelerate.state import AcceleratorState, GradientState
+
+    text = shlex.join(command)
+    start = time.perf_counter()
+    # A fresh Accelerator per run (mixed precision and accumulation differ between runs); the process group, if
+    # any, stays: every run of the queue shares it.
+    AcceleratorState._reset_state(reset_partial_state=False)
+    GradientState._reset_state()
+    try:
+        load_script(command[0]).main(list(command[1:]))
+    except Exception as error:  # a failing run is reported; the queue goes on
+        logger.error("run failed: %s\n%s", text, traceback.format_exc())
+        return RunResult(text, "failed", round(time.perf_counter() - start, 3), f"{type(error).__name__}: {error}")
+    except SystemExit as exit_:  # argparse errors
+        if exit_.code not in (0, None):
+            return RunResult(text, "failed", round(time.perf_counter() - start, 3), f"exit status {exit_.code}")
+    return RunResult(text, "ok", round(time.perf_counter() - start, 3))
+
+
+def _run_share(commands: list[list[str]], threads: int | None) -> list[RunResult]:
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    return [run_in_process(command) for command in commands]
+
+
+def run_queue(commands: Sequence[Sequence[str]], parallel: int = 1, threads_per_worker: int | None = None
+              ) -> list[RunResult]:
+    """Run ``commands`` one after another in this process, or over ``parallel`` worker processes (each running an
+    interleaved share in order); results come back in queue order."""
+    commands = [list(c) for c in commands]
+    if parallel < 1:
+        raise ValueError(f"parallel must be at least 1, got {parallel}")
+    if parallel == 1 or len(commands) <= 1:
+        return _run_share(commands, threads_per_worker)
+    shares = [commands[worker::parallel] for worker in range(parallel)]
+    with ProcessPoolExecutor(max_workers=parallel) as pool:
+        done = list(pool.map(_run_share, shares, [threads_per_worker or 1] * parallel))
+    results: list[RunResult | None] = [None] * len(commands)
+    for worker, share_results in enumerate(done):
+        for position, result in enumerate(share_results):
+            results[worker + position * parallel] = result
+    return [r for r in results if r is not None]
+
+
+def main(argv: Sequence[str] | None = None) -> list[RunResult]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", help="file with one command per line (script path, then its flags)")
+    parser.add_argument("--run", action="append", default=[], help="one command (repeatable), e.g. "
+                        "'examples/train_tuple_unet.py --seed 0 --output_dir runs/a'")
+    parser.add_argument("--parallel", type=int, default=1, help="worker processes (CPUs only; 1 on a GPU)")
+    parser.add_argument("--threads_per_worker", type=int, default=None, help="torch threads per worker")
+    parser.add_argument("--summary", default=None, help="write every run's status and wall-clock here (JSON)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    commands = parse_runs(Path(args.runs).read_text()) if args.runs else []
+    commands += [shlex.split(text) for text in args.run]
+    if not commands:
+        parser.error("no runs: give --runs FILE or --run COMMAND")
+    for command in commands:
+        if not Path(command[0]).is_file():
+            parser.error(f"no script at {command[0]}")
+    start = time.perf_counter()
+    results = run_queue(commands, args.parallel, args.threads_per_worker)
+    total = time.perf_counter() - start
+    for result in results:
+        print(f"{result.status:6s} {result.seconds:9.1f}s  {result.command}" + (f"  ({result.error})"
+                                                                              if result.error else ""))
+    print(f"{len(results)} runs, {sum(r.status == 'ok' for r in results)} ok, {total:.1f}s in all")
+    if args.summary:
+        Path(args.summary).write_text(json.dumps({"seconds": round(total, 3), "parallel": args.parallel,
+                                                  "runs": [asdict(r) for r in results]}, indent=2) + "\n")
+    if any(r.status != "ok" for r in results):
+        sys.exit(1)
+    return results
+
+
+if __name__ == "__main__":
+    main()
