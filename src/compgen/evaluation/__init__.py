@@ -13,16 +13,22 @@ from .metrics import (
     per_image_correctness,
     probability_product_accuracy,
 )
+from .objects import check_objects
+from .pixel_scorer import PixelStatisticsScorer
 from .preprocessing import center_objects
-from .probes import ConceptProbes, default_shapes_probes
+from .probes import ConceptProbes, default_shapes_probes, train_shapes_probes
+from .scoring import ImageScorer
 from .tracker import LearningDynamicsTracker, memorizing_generator, read_log, renderer_generator
 
 __all__ = [
     "ConceptProbes",
+    "ImageScorer",
     "LearningDynamicsTracker",
+    "PixelStatisticsScorer",
     "additive_accuracy",
     "center_objects",
     "chance_accuracy",
+    "check_objects",
     "concept_accuracies",
     "default_shapes_probes",
     "level_means",
@@ -32,4 +38,5 @@ __all__ = [
     "probability_product_accuracy",
     "read_log",
     "renderer_generator",
+    "train_shapes_probes",
 ]
