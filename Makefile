@@ -20,7 +20,7 @@ setup: $(PY)
 quickstart: setup
 	$(PY) -m compgen.quickstart --output-dir $(OUT)
 	OMP_NUM_THREADS=1 $(VENV)/bin/accelerate launch --cpu --num_processes 1 --num_cpu_threads_per_process 1 \
-		examples/train_maskgit_jepa.py --preset cpu-quick --output_dir $(OUT)/maskgit-jepa
+		examples/train_maskgit_jepa.py --preset cpu-quick --output_dir $(OUT)/maskgit-jepa --resume_from_checkpoint latest
 
 # Tests run single-threaded: their models are tiny, and extra torch threads only add overhead and contention.
 test: setup

@@ -9,22 +9,31 @@ The export (Parquet per config and split, README dataset card, contact sheets) l
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from compgen.data.concept_graph_builder import ConceptGraphShapes
 from compgen.data.export import export_concept_graph_configs, files_to_upload, push_to_hub
+from compgen.io import check_writable_directory
 
 
 def main(argv: list[str] | None = None) -> None:
     available = [config.name for config in ConceptGraphShapes.BUILDER_CONFIGS]
     parser = argparse.ArgumentParser(description="Export concept-graph shapes configs in Hugging Face Hub layout.")
-    parser.add_argument("--output-dir", required=True, help="export directory (replaced atomically)")
+    parser.add_argument("--output-dir", required=True,
+                        help="export directory: new or empty (written atomically), or any with --overwrite")
+    parser.add_argument("--overwrite", action="store_true", help="replace what --output-dir holds")
     parser.add_argument("--configs", nargs="+", default=available, choices=available, help="configs to export")
     parser.add_argument("--cache-dir", default=None, help="datasets cache directory for building")
     parser.add_argument("--push-to-hub", metavar="REPO_ID", default=None, help="also upload to this dataset repo")
     parser.add_argument("--token", default=None, help="Hub token (default: the logged-in token)")
     args = parser.parse_args(argv)
+    try:
+        check_writable_directory(Path(args.output_dir), args.overwrite)
+    except FileExistsError as error:
+        parser.error(str(error))
 
-    output_dir = export_concept_graph_configs(args.configs, args.output_dir, cache_dir=args.cache_dir)
+    output_dir = export_concept_graph_configs(args.configs, args.output_dir, cache_dir=args.cache_dir,
+                                              overwrite=args.overwrite)
     files = files_to_upload(output_dir)
     print(f"exported {len(args.configs)} configs to {output_dir}:")
     for name in files:

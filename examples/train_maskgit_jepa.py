@@ -3,11 +3,13 @@
     accelerate launch examples/train_maskgit_jepa.py --preset cpu-quick --output_dir outputs/maskgit-jepa
     accelerate launch examples/train_maskgit_jepa.py --preset cpu-quick --jepa_weight 0 --output_dir outputs/maskgit
 
-Without ``--vqvae_path`` the VQ tokenizer is trained first, on the training split only, into ``OUTPUT/vqvae`` through
-the same loop (a rerun reuses it). Its reconstruction report (``OUTPUT/vq_reconstruction.json``: per-class MSE and
-probe accuracy of reconstructions, held-out classes included, the ceiling for the generator) goes into the model
-card. ``OUTPUT`` then holds the pipeline (``MaskGITPipeline.from_pretrained(OUTPUT)``), ``README.md``,
-``learning_dynamics.jsonl`` and the JEPA target encoder in ``OUTPUT/jepa_target``.
+Without ``--vqvae_path`` the VQ tokenizer is trained first, on the training split only, into ``OUTPUT/tokenizer``
+(its own run: checkpoints, card) through the same loop; a rerun reuses it when its tokenizer options match and
+refuses it otherwise. The pipeline's copy of it is ``OUTPUT/vqvae``. Its reconstruction
+report (``OUTPUT/vq_reconstruction.json``: per-class MSE and accuracy of reconstructions of the test split's real
+images, held-out classes included, the ceiling for the generator) goes into the model card. ``OUTPUT`` then holds
+the pipeline (``MaskGITPipeline.from_pretrained(OUTPUT)``), ``README.md``, ``learning_dynamics.jsonl`` and the JEPA
+target encoder in ``OUTPUT/jepa_target``.
 """
 
 from __future__ import annotations
@@ -26,12 +28,18 @@ from compgen.training.maskgit_task import MaskGITTask, precompute_tokens
 from compgen.training.script import (
     VQ_PRESETS,
     add_vq_tokenizer_arguments,
+    check_vq_tokenizer_arguments,
     prepare_run,
     report_for_run,
+    reusable_tokenizer,
+    tokenizer_options,
     train_vq_tokenizer,
 )
 
 logger = logging.getLogger(__name__)
+
+TOKENIZER_DIR = "tokenizer"
+"""Where the tokenizer trains (a run of its own); the exported pipeline holds its copy in ``vqvae/``."""
 
 PRESETS = {
     # Paper B's scale (REFERENCE.md): a 12-layer transformer with JEPA on layers {7, 9, 11}, 7x7 tokens, codebook 256.
@@ -96,7 +104,7 @@ def main(argv: list[str] | None = None) -> None:
     sampling = parser.add_argument_group("evaluation sampling")
     sampling.add_argument("--eval_inference_steps", type=int, default=12)
     sampling.add_argument("--eval_temperature", type=float, default=2.0)
-    args, config, run = prepare_run(parser, PRESETS, argv)
+    args, config, run = prepare_run(parser, PRESETS, argv, validate=check_arguments)
     output_dir = Path(config.output_dir)
 
     vqvae, report = load_or_train_tokenizer(args, run, output_dir)
@@ -136,17 +144,39 @@ def main(argv: list[str] | None = None) -> None:
     run.train(task)
 
 
+def check_arguments(args: argparse.Namespace) -> None:
+    """Every option this script adds, checked before any work (a bad --jepa_layers must not cost a tokenizer)."""
+    check_vq_tokenizer_arguments(args)
+    if args.jepa_weight < 0:
+        raise ValueError(f"--jepa_weight must be non-negative (0 trains plain MaskGIT), got {args.jepa_weight}")
+    if args.jepa_weight > 0:
+        parse_jepa_layers(args.jepa_layers, args.num_layers)
+    if args.hidden_size < 1 or args.num_layers < 1 or args.num_heads < 1 or args.hidden_size % args.num_heads:
+        raise ValueError(f"--hidden_size {args.hidden_size} must be positive and divisible by --num_heads "
+                         f"{args.num_heads}; --num_layers must be positive")
+    if args.vq_steps < 1:
+        raise ValueError(f"--vq_steps must be at least 1, got {args.vq_steps}")
+    if args.vqvae_path is None:  # a tokenizer a previous run left must match these options
+        reusable_tokenizer(Path(args.output_dir) / TOKENIZER_DIR, tokenizer_options(args, args.vq_steps,
+                                                                             args.vq_learning_rate),
+                           overwrite=args.overwrite_output_dir)
+
+
 def load_or_train_tokenizer(args: argparse.Namespace, run, output_dir: Path) -> tuple[VQModel, dict | None]:
-    """``--vqvae_path`` if given; else ``OUTPUT/vqvae`` if a previous run exported it; else train it now on the
-    training split through the shared loop. Returns the tokenizer and its reconstruction report (written to
+    """``--vqvae_path`` if given; else ``OUTPUT/tokenizer`` if a previous run trained it with these tokenizer options;
+    else train it now on the training split through the shared loop (resuming its checkpoints with
+    ``--resume_from_checkpoint``). Returns the tokenizer and its reconstruction report (written to
     ``OUTPUT/vq_reconstruction.json``; ``None`` without probes)."""
-    vq_dir = output_dir / "vqvae"
-    path = args.vqvae_path or (vq_dir if (vq_dir / "config.json").is_file() else None)
+    vq_dir = output_dir / TOKENIZER_DIR
+    options = tokenizer_options(args, args.vq_steps, args.vq_learning_rate)
+    path = args.vqvae_path
+    if path is None and reusable_tokenizer(vq_dir, options, overwrite=run.config.overwrite_output_dir):
+        path = vq_dir
     if path is None:
         vqvae, _ = train_vq_tokenizer(
             args, run, vq_dir, max_train_steps=args.vq_steps, learning_rate=args.vq_learning_rate,
             lr_scheduler="cosine", lr_warmup_steps=0, use_ema=False, push_to_hub=False,
-            checkpointing_steps=max(args.vq_steps, 1), eval_steps=max(args.vq_steps, 1), resume_from_checkpoint=None,
+            checkpointing_steps=max(args.vq_steps, 1), eval_steps=max(args.vq_steps, 1),
         )
     else:
         logger.info("using the tokenizer in %s", path)

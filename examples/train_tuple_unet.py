@@ -52,6 +52,22 @@ PRESETS = {
 }
 
 
+def check_arguments(args: argparse.Namespace) -> None:
+    """This script's own options, checked before any work."""
+    try:
+        widths = [int(w) for w in args.block_out_channels.split(",")]
+    except ValueError:
+        raise ValueError(f"--block_out_channels must be comma-separated integers, got {args.block_out_channels!r}") \
+            from None
+    if not widths or any(w < 1 or w % 8 for w in widths):
+        raise ValueError(f"--block_out_channels must be positive multiples of 8, got {args.block_out_channels}")
+    for name in ("layers_per_block", "num_train_timesteps", "eval_inference_steps"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name} must be at least 1, got {getattr(args, name)}")
+    if not 0 <= args.concept_dropout < 1:
+        raise ValueError(f"--concept_dropout must be in [0, 1), got {args.concept_dropout}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--block_out_channels", default="64,128", help="U-Net widths, comma separated")
@@ -63,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--prediction_type", default="epsilon", choices=["epsilon", "v_prediction", "sample"])
     parser.add_argument("--layers_per_block", type=int, default=2)
     parser.add_argument("--eval_inference_steps", type=int, default=20)
-    args, config, run = prepare_run(parser, PRESETS, argv)
+    args, config, run = prepare_run(parser, PRESETS, argv, validate=check_arguments)
 
     unet = TupleConditionedUNet2DModel(
         sample_size=run.train_data.image_size,

@@ -12,7 +12,13 @@ from __future__ import annotations
 
 import argparse
 
-from compgen.training.script import VQ_PRESETS, add_vq_tokenizer_arguments, prepare_run, train_vq_tokenizer
+from compgen.training.script import (
+    VQ_PRESETS,
+    add_vq_tokenizer_arguments,
+    check_vq_tokenizer_arguments,
+    prepare_run,
+    train_vq_tokenizer,
+)
 
 # The tokenizer flags are the ones examples/train_maskgit_jepa.py uses; here --max_train_steps and --learning_rate
 # are the tokenizer's own (there they are the generator's, and --vq_steps / --vq_learning_rate the tokenizer's).
@@ -27,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_vq_tokenizer_arguments(parser)
     parser.set_defaults(use_ema=False, lr_scheduler="cosine")
-    args, config, run = prepare_run(parser, PRESETS, argv)
+    args, config, run = prepare_run(parser, PRESETS, argv, validate=check_vq_tokenizer_arguments)
     train_vq_tokenizer(args, run, config.output_dir)
 
 

@@ -17,14 +17,21 @@ def _umask() -> int:
 
 
 @contextlib.contextmanager
-def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary sibling directory; on success it replaces ``path`` in one rename."""
+def atomic_directory(path: str | os.PathLike, overwrite: bool = False) -> Iterator[Path]:
+    """Yield a temporary sibling directory; on success it becomes ``path`` in one rename.
+
+    ``path`` must not exist or be an empty directory, so a write never eats files that were there before; with
+    ``overwrite=True`` a previous directory at ``path`` is replaced (the caller asked for it). A file at ``path`` is
+    always refused. The checks run before any work is done.
+    """
     target = Path(path)
+    check_writable_directory(target, overwrite)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     try:
         yield tmp
         os.chmod(tmp, 0o777 & ~_umask())
+        check_writable_directory(target, overwrite)  # something may have appeared meanwhile
         if target.exists():
             old = target.with_name(f".{target.name}.old-{os.getpid()}")
             os.replace(target, old)
@@ -35,6 +42,15 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def check_writable_directory(target: Path, overwrite: bool = False) -> None:
+    """Raise ``FileExistsError`` unless ``target`` is absent, an empty directory, or (``overwrite``) a directory."""
+    if target.is_file() or (target.exists() and not target.is_dir()):
+        raise FileExistsError(f"{target} is a file, not a directory: choose another output directory")
+    if target.is_dir() and not overwrite and any(target.iterdir()):
+        raise FileExistsError(f"{target} already holds files: choose a new or empty directory, or pass the "
+                              "overwrite option to replace it")
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:

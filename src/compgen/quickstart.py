@@ -31,9 +31,14 @@ def main(argv: list[str] | None = None) -> None:
     dataset = build_concept_graph_dataset(args.config, cache_dir=args.cache_dir)
     print(f"built {args.config}: " + ", ".join(f"{split} {len(rows)} rows" for split, rows in dataset.items()))
 
-    # 2. Export it in Hub layout (loads with datasets.load_dataset(<dir>, <config>)).
-    dataset_dir = export_datasets({args.config: dataset}, output_dir / "dataset")
-    print(f"wrote {dataset_dir}: {', '.join(files_to_upload(dataset_dir))}")
+    # 2. Export it in Hub layout (loads with datasets.load_dataset(<dir>, <config>)). A rerun finds the export of the
+    #    first run (the dataset is deterministic) and keeps it.
+    dataset_dir = output_dir / "dataset"
+    if (dataset_dir / args.config).is_dir() and (dataset_dir / "README.md").is_file():
+        print(f"kept the export in {dataset_dir}")
+    else:
+        export_datasets({args.config: dataset}, dataset_dir)
+        print(f"wrote {dataset_dir}: {', '.join(files_to_upload(dataset_dir))}")
 
     # 3. Contact sheet: one row per concept class (with its level), samples of the test split.
     sheet_path = output_dir / "contact_sheet.png"

@@ -27,7 +27,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from .. import hub
 from ..concepts import ConceptGraph
-from ..io import atomic_directory
+from ..io import atomic_directory, check_writable_directory
 from ..shapes import ShapesBatch
 from .concept_graph_builder import ConceptGraphShapesConfig, build_concept_graph_dataset
 
@@ -48,17 +48,20 @@ def export_concept_graph_configs(
     output_dir: str | os.PathLike,
     cache_dir: str | None = None,
     samples_per_class: int = 8,
+    overwrite: bool = False,
 ) -> Path:
-    """Build each config (a name or a :class:`ConceptGraphShapesConfig`) and export them all to ``output_dir``."""
+    """Build each config (a name or a :class:`ConceptGraphShapesConfig`) and export them all to ``output_dir`` (new or
+    empty, or any directory with ``overwrite``)."""
     if not configs:
         raise ValueError("no configs to export")
+    check_writable_directory(Path(output_dir), overwrite)
     built = {}
     for config in configs:
         name = config if isinstance(config, str) else config.name
         if name in built:
             raise ValueError(f"config {name!r} is listed twice")
         built[name] = build_concept_graph_dataset(config, cache_dir=cache_dir)
-    return export_datasets(built, output_dir, samples_per_class=samples_per_class)
+    return export_datasets(built, output_dir, samples_per_class=samples_per_class, overwrite=overwrite)
 
 
 def export_datasets(
@@ -66,10 +69,12 @@ def export_datasets(
     output_dir: str | os.PathLike,
     default_config: str | None = None,
     samples_per_class: int = 8,
+    overwrite: bool = False,
 ) -> Path:
     """Write concept-graph datasets (``{config name: DatasetDict}``) to ``output_dir`` in Hub layout.
 
-    The directory is written atomically and replaces any previous export there. The first config is the
+    The directory is written atomically; it must be new or empty, or with ``overwrite`` a previous export there is
+    replaced as a whole. The first config is the
     default one (``load_dataset(output_dir)`` without a config name) unless ``default_config`` says otherwise.
     """
     if not datasets_by_config:
@@ -84,7 +89,7 @@ def export_datasets(
         if missing:
             raise ValueError(f"config {name!r} lacks the concept-graph columns {sorted(missing)}")
 
-    with atomic_directory(output_dir) as tmp:
+    with atomic_directory(output_dir, overwrite=overwrite) as tmp:
         infos, metadata_configs = {}, {}
         for name, dataset in datasets_by_config.items():
             split_infos, download_size = SplitDict(), 0

@@ -325,7 +325,10 @@ def default_shapes_probes(
     logger.info("training default %s probes for %s (%d px, seed %d); cached in %s", probe_type, space.names,
                 image_size, seed, path)
     probes, accuracy = train_shapes_probes(space, probe_type, image_size=image_size, seed=seed)
-    with atomic_directory(path) as tmp:
-        probes.save_pretrained(tmp)
-        (tmp / "probe_training.json").write_text(json.dumps({"validation_accuracy": accuracy, "key": key}) + "\n")
+    try:
+        with atomic_directory(path) as tmp:
+            probes.save_pretrained(tmp)
+            (tmp / "probe_training.json").write_text(json.dumps({"validation_accuracy": accuracy, "key": key}) + "\n")
+    except FileExistsError:  # another process cached the same probes meanwhile (the recipe is deterministic)
+        pass
     return probes

@@ -22,6 +22,7 @@ import argparse
 import json
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -29,7 +30,7 @@ import torch
 from ..cli import add_celeba_arguments, celeba_builder_options
 from ..concepts import get_split_preset
 from ..data.loading import CELEBA_SOURCE, ConceptImageData, load_concept_dataset, split_tensors
-from ..io import atomic_directory
+from ..io import atomic_directory, check_writable_directory
 from .corruptions import ProbeAugmentation
 from .probes import PROBE_TYPES, ConceptProbes, train_probes, train_shapes_probes
 
@@ -122,7 +123,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     parser.add_argument("--split-preset", default="H32-train1", help="shapes: the concept graph")
     parser.add_argument("--images-per-class", type=int, default=300, help="shapes: rendered images per class")
     parser.add_argument("--image-size", type=int, default=28, help="shapes: image side in pixels")
-    parser.add_argument("--output-dir", "--output_dir", dest="output_dir", required=True)
+    parser.add_argument("--output-dir", "--output_dir", dest="output_dir", required=True,
+                        help="where to save the probes: a new or empty directory, or any with --overwrite")
+    parser.add_argument("--overwrite", action="store_true", help="replace what --output-dir holds")
     parser.add_argument("--probe-type", choices=PROBE_TYPES, default="cnn",
                         help="cnn (the default instrument) or linear (Paper A's probes; shapes only)")
     parser.add_argument("--epochs", type=int, default=None,
@@ -137,6 +140,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     parser.add_argument("--push-to-hub", default=None, metavar="REPO", help="also push the probes to this repo")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        check_writable_directory(Path(args.output_dir), args.overwrite)
+    except FileExistsError as error:
+        parser.error(str(error))
 
     celeba = args.dataset == CELEBA_SOURCE
     options = celeba_builder_options(args)
@@ -144,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     split = "probe_val" if celeba else "validation"
     for name, value in accuracy.items():
         print(f"{name}: {split} accuracy {value:.4f}")
-    with atomic_directory(args.output_dir) as tmp:
+    with atomic_directory(args.output_dir, overwrite=args.overwrite) as tmp:
         probes.save_pretrained(tmp)
         metadata |= {"seed": args.seed, "validation_accuracy": accuracy}
         (tmp / "probe_training.json").write_text(json.dumps(metadata, indent=2) + "\n")

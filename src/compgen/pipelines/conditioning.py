@@ -3,6 +3,7 @@ turned into the model's conditioning batch, with the null half for classifier-fr
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -67,6 +68,9 @@ def prepare_concept_conditioning(
     ``(num_prompts * num_images_per_prompt, D)``. ``guidance_scale != 1`` appends the unconditional half and needs a
     model trained with ``concept_dropout > 0`` (raises ``ValueError`` otherwise).
     """
+    if isinstance(guidance_scale, bool) or not isinstance(guidance_scale, int | float) or not math.isfinite(
+            guidance_scale):
+        raise ValueError(f"guidance_scale must be a finite number (1 disables guidance), got {guidance_scale!r}")
     do_classifier_free_guidance = guidance_scale != 1.0
     if do_classifier_free_guidance and not model.has_null_embeddings:
         raise ValueError(

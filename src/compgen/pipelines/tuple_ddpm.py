@@ -73,6 +73,11 @@ class TupleConditionedDDPMPipeline(DiffusionPipeline):
         """
         if output_type not in OUTPUT_TYPES:
             raise ValueError(f"output_type must be one of {OUTPUT_TYPES}, got {output_type!r}")
+        if num_inference_steps is not None and (
+                isinstance(num_inference_steps, bool) or not isinstance(num_inference_steps, int)
+                or num_inference_steps < 1):
+            raise ValueError(f"num_inference_steps must be a positive integer (or None for every training step), "
+                             f"got {num_inference_steps!r}")
         device = self._execution_device
         conditioning = prepare_concept_conditioning(
             self.unet, concepts, num_images_per_prompt, guidance_scale, concept_values, device=device

@@ -14,6 +14,8 @@ from ..concepts import ConceptGraph
 from ..io import atomic_write_text
 
 PLOT_NAME = "learning_dynamics.png"
+LOCAL_OPTIONS = ("cache_dir", "celeba_dir", "celeba_parquet", "probes_path", "vqvae_path", "dataset", "peer_dir")
+"""Options that name places on one machine: kept in the run's checkpoints, never published in a model card."""
 THRESHOLD = 0.9
 
 
@@ -150,8 +152,9 @@ def write_model_card(
         datasets=[hub_id] if hub_id else None,
         pipeline_tag="unconditional-image-generation",
     )
-    training = {k: v for k, v in asdict(config).items() if k not in ("extra", "hub_token", "output_dir")}
-    training |= {k: v for k, v in config.extra.items() if v is not None}
+    skipped = {"extra", "hub_token", "output_dir", "resume_from_checkpoint", "overwrite_output_dir", *LOCAL_OPTIONS}
+    training = {k: v for k, v in asdict(config).items() if k not in skipped}
+    training |= {k: v for k, v in config.extra.items() if v is not None and k not in skipped}
     hyper = details.get("hyperparameters", {})
     training_classes = ", ".join(graph.format(c) for c in graph.training_classes)
     body = [

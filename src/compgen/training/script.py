@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import logging
+import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,9 +128,15 @@ def check_image_size(args: argparse.Namespace, image_size: int, dataset_name: st
 
 
 def prepare_run(
-    parser: argparse.ArgumentParser, presets: dict[str, dict[str, Any]], argv: list[str] | None = None
+    parser: argparse.ArgumentParser,
+    presets: dict[str, dict[str, Any]],
+    argv: list[str] | None = None,
+    validate: Callable[[argparse.Namespace], None] | None = None,
 ) -> tuple[argparse.Namespace, TrainingConfig, TrainingRun]:
-    """Add the shared flags, apply the preset and dataset defaults, parse, load the data and the probes."""
+    """Add the shared flags, apply the preset and dataset defaults, parse, check every option (the shared ones and the
+    script's own through ``validate``, which raises ``ValueError``), then load the data and the probes.
+
+    An invalid option stops the script with an argparse message (exit status 2) before any work is done."""
     parser.add_argument("--preset", choices=sorted(presets), default=None, help="named option set (flags override it)")
     parser.add_argument("--dataset", default="okawa-h32-train1",
                         help=f"concept-graph config name, {CELEBA_SOURCE!r}, local exported directory or Hub id")
@@ -145,11 +154,17 @@ def prepare_run(
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
-    # Every option is checked before any work (building data, training probes).
-    extra = {k: v for k, v in vars(args).items() if k not in {f for f in TrainingConfig.__dataclass_fields__}}
-    extra["preset"] = preset
-    config = config_from_args(args, extra=extra)
-    celeba_options = celeba_builder_options(args)
+    # Every option is checked before any work (building data, training probes, a tokenizer).
+    try:
+        extra = {k: v for k, v in vars(args).items() if k not in {f for f in TrainingConfig.__dataclass_fields__}}
+        extra["preset"] = preset
+        config = config_from_args(args, extra=extra)
+        celeba_options = celeba_builder_options(args)
+        _check_dataset_config(args)
+        if validate is not None:
+            validate(args)
+    except ValueError as error:
+        parser.error(str(error))
     # Under data parallelism the main process builds the dataset and trains (or caches) the probes first; the
     # others then read both from the caches.
     with PartialState(cpu=multi_cpu_launch()).main_process_first():
@@ -166,6 +181,16 @@ def prepare_run(
     run = TrainingRun(config, train_data, graph, probes, dataset_name=dataset_name, eval_data=eval_data)
     torch.manual_seed(config.seed)  # the script builds its model next: initial weights are a function of --seed
     return args, config, run
+
+
+def _check_dataset_config(args: argparse.Namespace) -> None:
+    """``--dataset_config`` names a config of a directory or Hub dataset (or of ``--celeba_parquet``); a builder
+    config name already is one."""
+    from ..data.concept_graph_builder import ConceptGraphShapes
+
+    if args.dataset_config and args.dataset in ConceptGraphShapes.builder_configs and not Path(args.dataset).is_dir():
+        raise ValueError(f"--dataset {args.dataset} is a concept-graph config name; --dataset_config "
+                         f"{args.dataset_config!r} only applies to a local export directory or a Hub dataset")
 
 
 def _load_dataset(args: argparse.Namespace, celeba_options: dict[str, Any]):
@@ -245,6 +270,55 @@ def add_vq_tokenizer_arguments(parser: argparse.ArgumentParser) -> None:
                        help="train on random crops of this size (a multiple of the downsampling; 0: whole images)")
 
 
+TOKENIZER_OPTIONS_NAME = "tokenizer_options.json"
+"""Written beside an exported tokenizer: the options it was trained with, so a rerun reuses it only if they match."""
+
+
+def tokenizer_options(args: argparse.Namespace, steps: int, learning_rate: float) -> dict[str, Any]:
+    """The options that determine a tokenizer trained by :func:`train_vq_tokenizer`."""
+    names = ("vq_block_out_channels", "codebook_size", "vq_embed_dim", "vq_mid_attention", "vq_commitment_cost",
+             "vq_restart_every", "vq_crop_size", "seed", "dataset", "dataset_config", "train_batch_size")
+    return {name: getattr(args, name, None) for name in names} | {"steps": steps, "learning_rate": learning_rate}
+
+
+def check_vq_tokenizer_arguments(args: argparse.Namespace) -> None:
+    """Raise ``ValueError`` for tokenizer flags that cannot build a tokenizer (before any work is done)."""
+    try:
+        widths = [int(c) for c in args.vq_block_out_channels.split(",")]
+    except ValueError:
+        raise ValueError(f"--vq_block_out_channels must be comma-separated integers, got "
+                         f"{args.vq_block_out_channels!r}") from None
+    if len(widths) < 2 or any(w < 1 for w in widths):
+        raise ValueError(f"--vq_block_out_channels needs two or more positive widths, got {args.vq_block_out_channels}")
+    for name in ("codebook_size", "vq_embed_dim"):
+        if getattr(args, name) < 2:
+            raise ValueError(f"--{name} must be at least 2, got {getattr(args, name)}")
+    if args.vq_crop_size < 0 or args.vq_restart_every < 0 or args.vq_commitment_cost < 0:
+        raise ValueError("--vq_crop_size, --vq_restart_every and --vq_commitment_cost must be non-negative")
+
+
+def reusable_tokenizer(directory: Path, options: dict[str, Any], overwrite: bool) -> bool:
+    """Whether ``directory`` holds a finished tokenizer trained with ``options`` (then it is reused).
+
+    A finished tokenizer trained with other options, or one without its options file (from an older compgen or a
+    killed export), is refused with a ``ValueError`` naming the differences, unless ``overwrite`` is set (then it is
+    removed and trained again)."""
+    if not (directory / "config.json").is_file():
+        return False
+    record = directory / TOKENIZER_OPTIONS_NAME
+    saved = json.loads(record.read_text()) if record.is_file() else None
+    if saved == json.loads(json.dumps(options)):
+        return True
+    if overwrite:
+        shutil.rmtree(directory)
+        return False
+    differences = "no record of its options" if saved is None else ", ".join(
+        f"--{k} {saved.get(k)!r} there vs {options.get(k)!r} now" for k in sorted(set(saved) | set(options))
+        if saved.get(k) != options.get(k))
+    raise ValueError(f"{directory} holds a tokenizer trained with other options ({differences}); pass "
+                     "--overwrite_output_dir to train a new one, or --vqvae_path to use a tokenizer as it is")
+
+
 def build_vq_tokenizer_from_args(args: argparse.Namespace, sample_size: int) -> VQModel:
     """A fresh tokenizer from the flags of :func:`add_vq_tokenizer_arguments` (weights seeded by ``--seed``)."""
     torch.manual_seed(args.seed)
@@ -270,8 +344,10 @@ def train_vq_tokenizer(
     output_dir = Path(output_dir)
     vqvae = build_vq_tokenizer_from_args(args, run.train_data.image_size)
     steps = config_overrides.get("max_train_steps", run.config.max_train_steps)
-    task = VQTask(vqvae, commitment_cost=args.vq_commitment_cost,
-                  restart_every=args.vq_restart_every, total_steps=steps, seed=args.seed, crop_size=args.vq_crop_size)
+    learning_rate = config_overrides.get("learning_rate", run.config.learning_rate)
+    task = VQTask(vqvae, commitment_cost=args.vq_commitment_cost, restart_every=args.vq_restart_every,
+                  total_steps=steps, seed=args.seed, crop_size=args.vq_crop_size,
+                  options=tokenizer_options(args, steps, learning_rate))
     run.train(task, probes=False, output_dir=str(output_dir), **config_overrides)
     trained = VQModel.from_pretrained(output_dir).eval()
     return trained, report_for_run(trained, run, output_dir)

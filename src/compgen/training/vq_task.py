@@ -3,6 +3,7 @@ MSE plus the VQ codebook and commitment losses, with dead-code restarts and trai
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,8 @@ class VQTask(TrainingTask):
         seed: Run seed, mixed into the restart draws.
         crop_size: Train on one random ``crop_size`` crop per image (a multiple of the downsampling); 0: whole
             images.
+        options: The training options to record beside the exported tokenizer (``tokenizer_options.json``), so
+            that a rerun reuses the tokenizer only when they match.
     """
 
     def __init__(
@@ -54,6 +57,7 @@ class VQTask(TrainingTask):
         total_steps: int = 1,
         seed: int = 0,
         crop_size: int = 0,
+        options: dict[str, Any] | None = None,
     ) -> None:
         self.model = vqvae
         vqvae.quantize.legacy = False
@@ -62,6 +66,7 @@ class VQTask(TrainingTask):
         self.last_restart_step = int(restart_until * total_steps)
         self.seed = seed
         self.crop_size = crop_size
+        self.options = options
         self._images: torch.Tensor | None = None
 
     def compute_loss(self, model, batch, generator, step):
@@ -85,6 +90,8 @@ class VQTask(TrainingTask):
 
     def save_pretrained(self, model, output_dir: Path) -> None:
         model.save_pretrained(output_dir, safe_serialization=True)
+        if self.options is not None:
+            (Path(output_dir) / "tokenizer_options.json").write_text(json.dumps(self.options, indent=2) + "\n")
 
     def model_card_details(self) -> dict[str, Any]:
         config = self.model.config
