@@ -19,7 +19,6 @@ import logging
 from pathlib import Path
 
 import torch
-from diffusers import VQModel
 
 from compgen import MaskGITScheduler, MaskGITTransformer
 from compgen.models.jepa import parse_jepa_layers
@@ -27,19 +26,14 @@ from compgen.models.vq_tokenizer import token_grid_size
 from compgen.training.maskgit_task import MaskGITTask, precompute_tokens
 from compgen.training.script import (
     VQ_PRESETS,
-    add_vq_tokenizer_arguments,
-    check_vq_tokenizer_arguments,
+    add_tokenizer_first_arguments,
+    check_tokenizer_first_arguments,
+    check_transformer_arguments,
+    load_or_train_tokenizer,
     prepare_run,
-    report_for_run,
-    reusable_tokenizer,
-    tokenizer_options,
-    train_vq_tokenizer,
 )
 
 logger = logging.getLogger(__name__)
-
-TOKENIZER_DIR = "tokenizer"
-"""Where the tokenizer trains (a run of its own); the exported pipeline holds its copy in ``vqvae/``."""
 
 PRESETS = {
     # Paper B's scale (REFERENCE.md): a 12-layer transformer with JEPA on layers {7, 9, 11}, 7x7 tokens, codebook 256.
@@ -79,11 +73,7 @@ PRESETS = {
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_vq_tokenizer_arguments(parser)
-    tokenizer = parser.add_argument_group("VQ tokenizer training (when no --vqvae_path)")
-    tokenizer.add_argument("--vqvae_path", default=None, help="a trained VQModel directory; default: train one first")
-    tokenizer.add_argument("--vq_steps", type=int, default=2000)
-    tokenizer.add_argument("--vq_learning_rate", type=float, default=1e-3)
+    add_tokenizer_first_arguments(parser)
     model = parser.add_argument_group("MaskGIT transformer")
     model.add_argument("--hidden_size", type=int, default=128)
     model.add_argument("--num_layers", type=int, default=4)
@@ -146,42 +136,12 @@ def main(argv: list[str] | None = None) -> None:
 
 def check_arguments(args: argparse.Namespace) -> None:
     """Every option this script adds, checked before any work (a bad --jepa_layers must not cost a tokenizer)."""
-    check_vq_tokenizer_arguments(args)
+    check_tokenizer_first_arguments(args)
+    check_transformer_arguments(args)
     if args.jepa_weight < 0:
         raise ValueError(f"--jepa_weight must be non-negative (0 trains plain MaskGIT), got {args.jepa_weight}")
     if args.jepa_weight > 0:
         parse_jepa_layers(args.jepa_layers, args.num_layers)
-    if args.hidden_size < 1 or args.num_layers < 1 or args.num_heads < 1 or args.hidden_size % args.num_heads:
-        raise ValueError(f"--hidden_size {args.hidden_size} must be positive and divisible by --num_heads "
-                         f"{args.num_heads}; --num_layers must be positive")
-    if args.vq_steps < 1:
-        raise ValueError(f"--vq_steps must be at least 1, got {args.vq_steps}")
-    if args.vqvae_path is None:  # a tokenizer a previous run left must match these options
-        reusable_tokenizer(Path(args.output_dir) / TOKENIZER_DIR, tokenizer_options(args, args.vq_steps,
-                                                                             args.vq_learning_rate),
-                           overwrite=args.overwrite_output_dir)
-
-
-def load_or_train_tokenizer(args: argparse.Namespace, run, output_dir: Path) -> tuple[VQModel, dict | None]:
-    """``--vqvae_path`` if given; else ``OUTPUT/tokenizer`` if a previous run trained it with these tokenizer options;
-    else train it now on the training split through the shared loop (resuming its checkpoints with
-    ``--resume_from_checkpoint``). Returns the tokenizer and its reconstruction report (written to
-    ``OUTPUT/vq_reconstruction.json``; ``None`` without probes)."""
-    vq_dir = output_dir / TOKENIZER_DIR
-    options = tokenizer_options(args, args.vq_steps, args.vq_learning_rate)
-    path = args.vqvae_path
-    if path is None and reusable_tokenizer(vq_dir, options, overwrite=run.config.overwrite_output_dir):
-        path = vq_dir
-    if path is None:
-        vqvae, _ = train_vq_tokenizer(
-            args, run, vq_dir, max_train_steps=args.vq_steps, learning_rate=args.vq_learning_rate,
-            lr_scheduler="cosine", lr_warmup_steps=0, use_ema=False, push_to_hub=False,
-            checkpointing_steps=max(args.vq_steps, 1), eval_steps=max(args.vq_steps, 1),
-        )
-    else:
-        logger.info("using the tokenizer in %s", path)
-        vqvae = VQModel.from_pretrained(path).eval()
-    return vqvae, report_for_run(vqvae, run, output_dir)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,8 @@ _LAZY_EXPORTS: dict[str, str] = {
     "MaskGITTransformer": "compgen.models.maskgit_transformer",
     "MaskGITScheduler": "compgen.schedulers.scheduling_maskgit",
     "MaskGITPipeline": "compgen.pipelines.maskgit",
+    "TupleConditionedDiT": "compgen.models.tuple_dit",
+    "TupleConditionedDiTPipeline": "compgen.pipelines.tuple_dit",
 }
 
 __all__ = [

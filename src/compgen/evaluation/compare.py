@@ -50,15 +50,20 @@ class LevelSummary:
         return text if len(reached) == len(steps) else f"{text} ({len(reached)}/{len(steps)} seeds)"
 
 
-def level_curve(records: Records, level: int | str) -> tuple[np.ndarray, np.ndarray]:
-    """(steps, level accuracy) of one run; ``level_accuracy`` keys may be ints or strings (after JSON)."""
+SCORERS = {"probes": "level_accuracy", "pixel statistics": "pixel_level_accuracy"}
+"""The two scorers of an evaluation record and the key of their per-level accuracy."""
+
+
+def level_curve(records: Records, level: int | str, key: str = "level_accuracy") -> tuple[np.ndarray, np.ndarray]:
+    """(steps, level accuracy) of one run by the scorer whose per-level table is ``key``; keys may be ints or
+    strings (after JSON)."""
     steps = np.asarray([record["step"] for record in records], dtype=np.int64)
-    values = np.asarray([_level_value(record, level) for record in records], dtype=np.float64)
+    values = np.asarray([_level_value(record, level, key) for record in records], dtype=np.float64)
     return steps, values
 
 
-def _level_value(record: dict[str, Any], level: int | str) -> float:
-    table = record["level_accuracy"]
+def _level_value(record: dict[str, Any], level: int | str, key: str = "level_accuracy") -> float:
+    table = record[key]
     return float(table[str(level)] if str(level) in table else table[int(level)])
 
 
@@ -68,15 +73,17 @@ def run_levels(records: Records) -> list[int]:
     return sorted(int(level) for level in records[0]["level_accuracy"])
 
 
-def summarize_arm(runs: Sequence[Records], thresholds: Sequence[float] = DEFAULT_THRESHOLDS) -> dict[int, LevelSummary]:
-    """Per level: final and best accuracy of every seed, and the first step each threshold is reached."""
+def summarize_arm(runs: Sequence[Records], thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
+                  key: str = "level_accuracy") -> dict[int, LevelSummary]:
+    """Per level: final and best accuracy of every seed, and the first step each threshold is reached (by the
+    scorer whose per-level table is ``key``)."""
     if not runs:
         raise ValueError("an arm needs at least one run")
     summary = {}
     for level in run_levels(runs[0]):
         final, best, first = [], [], {t: [] for t in thresholds}
         for records in runs:
-            steps, values = level_curve(records, level)
+            steps, values = level_curve(records, level, key)
             final.append(float(values[-1]))
             best.append(float(values.max()))
             for threshold in thresholds:
@@ -87,10 +94,11 @@ def summarize_arm(runs: Sequence[Records], thresholds: Sequence[float] = DEFAULT
 
 
 def comparison_markdown(
-    arms: Mapping[str, Sequence[Records]], thresholds: Sequence[float] = DEFAULT_THRESHOLDS, title: str | None = None
+    arms: Mapping[str, Sequence[Records]], thresholds: Sequence[float] = DEFAULT_THRESHOLDS, title: str | None = None,
+    key: str = "level_accuracy",
 ) -> str:
     """A markdown table: one row per (level, arm) with final / best accuracy and first steps to each threshold."""
-    summaries = {name: summarize_arm(runs, thresholds) for name, runs in arms.items()}
+    summaries = {name: summarize_arm(runs, thresholds, key) for name, runs in arms.items()}
     header = ["level", "arm", "seeds", "final accuracy", "best accuracy"] + [f"first step >= {t}" for t in thresholds]
     lines = [f"# {title}", ""] if title else []
     lines += [
@@ -112,9 +120,10 @@ def comparison_markdown(
     return "\n".join(lines) + "\n"
 
 
-def mean_curves(runs: Sequence[Records], level: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def mean_curves(runs: Sequence[Records], level: int, key: str = "level_accuracy"
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(steps, mean, std) of one level over runs, on the steps all runs evaluated."""
-    curves = [dict(zip(*level_curve(records, level), strict=True)) for records in runs]
+    curves = [dict(zip(*level_curve(records, level, key), strict=True)) for records in runs]
     common = sorted(set.intersection(*(set(curve) for curve in curves)))
     if not common:
         raise ValueError("the runs share no evaluation step")
@@ -154,6 +163,40 @@ def plot_comparison(
         ax.set_visible(False)
     for row in axes:
         row[0].set_ylabel("multiplicative accuracy")
+    if title:
+        fig.suptitle(title)
+    save_figure(fig, path)
+
+
+def plot_level_overlay(
+    arms: Mapping[str, Sequence[Records]],
+    path: str | os.PathLike,
+    key: str = "level_accuracy",
+    log_x: bool = True,
+    title: str | None = None,
+) -> None:
+    """One panel per level: every arm's mean accuracy (band: +- one std over seeds), to compare arms level by
+    level (e.g. MaskGIT, MaskGIT + JEPA, DiT and the U-Net on level 2)."""
+    if not arms:
+        raise ValueError("plot_level_overlay needs at least one arm")
+    levels = sorted({level for runs in arms.values() for level in run_levels(runs[0])})
+    fig, axes = subplots(1, len(levels), figsize=(5 * len(levels), 3.8), sharey=True, squeeze=False)
+    colors = [f"C{i}" for i in range(len(arms))]
+    for ax, level in zip(axes[0], levels, strict=True):
+        for color, (name, runs) in zip(colors, arms.items(), strict=True):
+            if level not in run_levels(runs[0]):
+                continue
+            steps, mean, std = mean_curves(runs, level, key)
+            ax.plot(steps, mean, color=color, linewidth=1.8, label=name)
+            ax.fill_between(steps, np.clip(mean - std, 0, 1), np.clip(mean + std, 0, 1), color=color, alpha=0.15)
+        if log_x:
+            ax.set_xscale("log")
+        ax.set_ylim(-0.03, 1.03)
+        ax.set_xlabel("step")
+        ax.set_title(f"level {level}")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("multiplicative accuracy")
+    axes[0][-1].legend(frameon=False, fontsize=8)
     if title:
         fig.suptitle(title)
     save_figure(fig, path)

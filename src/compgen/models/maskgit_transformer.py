@@ -22,6 +22,24 @@ from torch import nn
 from .concept_embedding import ConceptConditionedMixin, ConceptEmbedding
 
 
+def transformer_blocks(hidden_size: int, num_layers: int, num_heads: int, mlp_ratio: float = 4.0,
+                       dropout: float = 0.0) -> nn.ModuleList:
+    """The pre-norm transformer blocks (GELU MLP) of every compgen token model: MaskGIT's and the DiT's backbones
+    are built by this one function, so they differ only in their inputs, outputs and objective."""
+    return nn.ModuleList(
+        nn.TransformerEncoderLayer(
+            hidden_size,
+            num_heads,
+            dim_feedforward=int(hidden_size * mlp_ratio),
+            dropout=dropout,
+            activation="gelu",
+            batch_first=True,
+            norm_first=True,
+        )
+        for _ in range(num_layers)
+    )
+
+
 @dataclass
 class MaskGITTransformerOutput(BaseOutput):
     """``logits`` ``(B, L, codebook_size)`` over the image tokens; ``hidden_states`` (when asked): a tuple of
@@ -82,18 +100,7 @@ class MaskGITTransformer(ModelMixin, ConfigMixin, ConceptConditionedMixin):
             continuous_concepts=continuous_concepts if conditioning == "full" else None,
             use_null=concept_dropout > 0,
         )
-        self.blocks = nn.ModuleList(
-            nn.TransformerEncoderLayer(
-                hidden_size,
-                num_heads,
-                dim_feedforward=int(hidden_size * mlp_ratio),
-                dropout=dropout,
-                activation="gelu",
-                batch_first=True,
-                norm_first=True,
-            )
-            for _ in range(num_layers)
-        )
+        self.blocks = transformer_blocks(hidden_size, num_layers, num_heads, mlp_ratio, dropout)
         self.norm_out = nn.LayerNorm(hidden_size)
         self.head = nn.Linear(hidden_size, codebook_size)
 

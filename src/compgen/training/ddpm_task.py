@@ -45,8 +45,12 @@ class DDPMTask(TrainingTask):
             unet.config.conditioning == "full" if use_full_conditioning is None else use_full_conditioning
         )
 
+    def clean_samples(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """What is diffused: the images (a latent-space task returns their latents)."""
+        return batch["images"]
+
     def compute_loss(self, model, batch, generator, step):
-        images = batch["images"]
+        images = self.clean_samples(batch)
         device = images.device
         noise = torch.randn(images.shape, generator=generator).to(device)
         timesteps = torch.randint(0, self.scheduler.config.num_train_timesteps, (len(images),),

@@ -20,6 +20,7 @@ import argparse
 import importlib.util
 import json
 import logging
+import multiprocessing
 import shlex
 import sys
 import time
@@ -107,7 +108,7 @@ def run_queue(commands: Sequence[Sequence[str]], parallel: int = 1, threads_per_
     if parallel == 1 or len(commands) <= 1:
         return _run_share(commands, threads_per_worker)
     shares = [commands[worker::parallel] for worker in range(parallel)]
-    with ProcessPoolExecutor(max_workers=parallel) as pool:
+    with ProcessPoolExecutor(max_workers=parallel, mp_context=multiprocessing.get_context("spawn")) as pool:
         done = list(pool.map(_run_share, shares, [threads_per_worker or 1] * parallel))
     results: list[RunResult | None] = [None] * len(commands)
     for worker, share_results in enumerate(done):

@@ -35,6 +35,8 @@ from ..data.loading import (
     split_tensors,
     training_data_from,
 )
+from ..evaluation.tokenizer_report import RECONSTRUCTION_REPORT_NAME
+from ..io import atomic_write_text
 from ..models.vq_tokenizer import build_vq_tokenizer
 from .trainer import (
     Trainer,
@@ -332,10 +334,10 @@ def build_vq_tokenizer_from_args(args: argparse.Namespace, sample_size: int) -> 
 
 
 def train_vq_tokenizer(
-    args: argparse.Namespace, run: TrainingRun, output_dir: str | Path, **config_overrides: Any
+    args: argparse.Namespace, run: TrainingRun, output_dir: str | Path, report: bool = True, **config_overrides: Any
 ) -> tuple[VQModel, dict[str, Any] | None]:
     """Build a tokenizer from the flags, train it on ``run``'s training split into ``output_dir`` through the
-    shared loop, and write its reconstruction report there (when ``run`` has probes).
+    shared loop, and write its reconstruction report there (``report``, when ``run`` has probes).
 
     Returns the trained tokenizer (reloaded from ``output_dir``, in eval mode) and the report (or ``None``).
     ``config_overrides`` replace fields of the run's config (e.g. the step count of a tokenizer trained before a
@@ -350,17 +352,13 @@ def train_vq_tokenizer(
                   options=tokenizer_options(args, steps, learning_rate))
     run.train(task, probes=False, output_dir=str(output_dir), **config_overrides)
     trained = VQModel.from_pretrained(output_dir).eval()
-    return trained, report_for_run(trained, run, output_dir)
+    return trained, report_for_run(trained, run, output_dir) if report else None
 
 
 def report_for_run(vqvae: VQModel, run: TrainingRun, output_dir: str | Path) -> dict[str, Any] | None:
     """The :func:`~compgen.evaluation.tokenizer_report.reconstruction_report` of ``vqvae`` on the real images of
     ``run``'s ``test`` split, written to ``output_dir`` and logged; ``None`` without probes or a test split."""
-    from ..evaluation.tokenizer_report import (
-        RECONSTRUCTION_REPORT_NAME,
-        reconstruction_report,
-        reconstruction_summary,
-    )
+    from ..evaluation.tokenizer_report import reconstruction_report, reconstruction_summary
 
     if run.probes is None or run.eval_data is None:
         return None
@@ -368,3 +366,74 @@ def report_for_run(vqvae: VQModel, run: TrainingRun, output_dir: str | Path) -> 
                                    output_path=Path(output_dir) / RECONSTRUCTION_REPORT_NAME)
     logger.info("VQ reconstruction accuracy: %s", reconstruction_summary(report))
     return report
+
+
+TOKENIZER_DIR = "tokenizer"
+"""Where a token-space generator's script trains its tokenizer (a run of its own, with checkpoints and card); the
+exported pipeline holds its copy in ``vqvae/``."""
+
+
+def add_tokenizer_first_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of a script that trains a tokenizer first (MaskGIT, DiT): the tokenizer's own, and where it comes
+    from."""
+    add_vq_tokenizer_arguments(parser)
+    group = parser.add_argument_group("VQ tokenizer training (when no --vqvae_path)")
+    group.add_argument("--vqvae_path", default=None, help="a trained VQModel directory; default: train one first")
+    group.add_argument("--vq_steps", type=int, default=2000)
+    group.add_argument("--vq_learning_rate", type=float, default=1e-3)
+
+
+def check_tokenizer_first_arguments(args: argparse.Namespace) -> None:
+    """The tokenizer flags, and a tokenizer a previous run left in ``OUTPUT/tokenizer`` (it must match them)."""
+    check_vq_tokenizer_arguments(args)
+    if args.vq_steps < 1:
+        raise ValueError(f"--vq_steps must be at least 1, got {args.vq_steps}")
+    if args.vqvae_path is None:
+        reusable_tokenizer(Path(args.output_dir) / TOKENIZER_DIR,
+                           tokenizer_options(args, args.vq_steps, args.vq_learning_rate),
+                           overwrite=args.overwrite_output_dir)
+
+
+def check_transformer_arguments(args: argparse.Namespace) -> None:
+    """``--hidden_size``, ``--num_layers``, ``--num_heads`` of a token transformer (MaskGIT, DiT)."""
+    if args.hidden_size < 1 or args.num_layers < 1 or args.num_heads < 1 or args.hidden_size % args.num_heads:
+        raise ValueError(f"--hidden_size {args.hidden_size} must be positive and divisible by --num_heads "
+                         f"{args.num_heads}; --num_layers must be positive")
+    if not 0 <= args.concept_dropout < 1:
+        raise ValueError(f"--concept_dropout must be in [0, 1), got {args.concept_dropout}")
+
+
+def load_or_train_tokenizer(args: argparse.Namespace, run: TrainingRun, output_dir: Path
+                            ) -> tuple[VQModel, dict[str, Any] | None]:
+    """``--vqvae_path`` if given; else ``OUTPUT/tokenizer`` if a previous run trained it with these tokenizer options;
+    else train it now on the training split through the shared loop (resuming its checkpoints with
+    ``--resume_from_checkpoint``). Returns the tokenizer (on the CPU, frozen) and its reconstruction report (written
+    to ``OUTPUT/vq_reconstruction.json``; ``None`` without probes)."""
+    vq_dir = Path(output_dir) / TOKENIZER_DIR
+    options = tokenizer_options(args, args.vq_steps, args.vq_learning_rate)
+    path = args.vqvae_path
+    if path is None and reusable_tokenizer(vq_dir, options, overwrite=run.config.overwrite_output_dir):
+        path = vq_dir
+    if path is None:
+        vqvae, _ = train_vq_tokenizer(
+            args, run, vq_dir, max_train_steps=args.vq_steps, learning_rate=args.vq_learning_rate,
+            lr_scheduler="cosine", lr_warmup_steps=0, use_ema=False, push_to_hub=False,
+            checkpointing_steps=max(args.vq_steps, 1), eval_steps=max(args.vq_steps, 1), report=False,
+        )
+    else:
+        logger.info("using the tokenizer in %s", path)
+        vqvae = VQModel.from_pretrained(path).eval()
+        shared_report = Path(path) / RECONSTRUCTION_REPORT_NAME
+        trained_on = _read_json(path, TOKENIZER_OPTIONS_NAME)
+        same_data = (trained_on.get("dataset"), trained_on.get("dataset_config")) == (args.dataset, args.dataset_config)
+        if shared_report.is_file() and same_data:
+            # The tokenizer's own run measured its ceiling on this dataset's test split: reuse the report.
+            report = json.loads(shared_report.read_text())
+            atomic_write_text(Path(output_dir) / RECONSTRUCTION_REPORT_NAME, json.dumps(report, indent=2) + "\n")
+            return vqvae, report
+    return vqvae, report_for_run(vqvae, run, output_dir)
+
+
+def _read_json(directory: str | Path, name: str) -> dict[str, Any]:
+    path = Path(directory) / name
+    return json.loads(path.read_text()) if path.is_file() else {}

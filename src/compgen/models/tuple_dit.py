@@ -1,0 +1,147 @@
+"""A diffusion transformer over a tokenizer's continuous latents, conditioned on a concept tuple (Paper B's DiT).
+
+Paper B (Farid et al. 2025) compares a categorical objective (MaskGIT: cross-entropy over VQ indices) with a
+continuous one (DiT: diffusion over the token vectors) on the same tokens. To make the objective the only difference,
+this model *is* the MaskGIT backbone run continuously: the same pre-norm transformer blocks
+(:func:`~compgen.models.maskgit_transformer.transformer_blocks`), the same concept tokens prepended to the image tokens
+(:class:`~compgen.models.concept_embedding.ConceptEmbedding`, same ``full`` / ``quantized`` / dropout semantics), and
+one more prepended token for the diffusion time. Image tokens are the tokenizer's latent vectors before quantization
+(a linear map in, a linear map out to the noise or velocity). Time and condition as tokens is U-ViT's design (Bao et
+al. 2023), which matches adaLN-Zero DiTs in image quality; here it keeps the conditioning pathway identical to
+MaskGIT's, so a difference in compositional generalization cannot come from how concepts enter the network.
+"""
+
+from __future__ import annotations
+
+import torch
+from diffusers.configuration_utils import ConfigMixin, register_to_config
+from diffusers.models.embeddings import TimestepEmbedding, Timesteps
+from diffusers.models.modeling_utils import ModelMixin
+from diffusers.models.unets.unet_2d import UNet2DOutput
+from torch import nn
+
+from .concept_embedding import ConceptConditionedMixin, ConceptEmbedding
+from .maskgit_transformer import transformer_blocks
+
+
+class TupleConditionedDiT(ModelMixin, ConfigMixin, ConceptConditionedMixin):
+    r"""Predicts the noise (or velocity) in a grid of continuous latents ``(B, C, g, g)`` given a concept tuple.
+
+    Args:
+        concept_space: ``{variable: [value names]}`` or ``[[variable, values], ...]`` (stored as the ordered list).
+        latent_channels: Channels ``C`` of the latents (the tokenizer's ``vq_embed_dim``).
+        grid_size: Side ``g`` of the latent grid (7 for 28 px images with downsampling 4).
+        hidden_size, num_layers, num_heads, mlp_ratio, dropout: The transformer, as MaskGIT's.
+        conditioning: ``"quantized"`` or ``"full"`` (as every compgen model).
+        continuous_concepts: Canonical value table per continuous variable (``full`` mode).
+        concept_dropout: Training probability of replacing a concept by its learned null token; > 0 enables
+            classifier-free guidance.
+        latent_mean: Per-channel mean of the training latents; subtracted before diffusion (pipelines add it back).
+        latent_std: Per-channel standard deviation of the training latents; latents are divided by it.
+    """
+
+    @register_to_config
+    def __init__(
+        self,
+        concept_space: dict[str, list[str]] | list[tuple[str, list[str]]],
+        latent_channels: int = 16,
+        grid_size: int = 7,
+        hidden_size: int = 128,
+        num_layers: int = 4,
+        num_heads: int = 4,
+        mlp_ratio: float = 4.0,
+        dropout: float = 0.0,
+        conditioning: str = "quantized",
+        continuous_concepts: dict[str, list[list[float]]] | None = None,
+        concept_dropout: float = 0.0,
+        latent_mean: list[float] | None = None,
+        latent_std: list[float] | None = None,
+    ) -> None:
+        super().__init__()
+        space = self._register_concepts(concept_space, conditioning, continuous_concepts, concept_dropout)
+        if hidden_size % num_heads:
+            raise ValueError(f"hidden_size {hidden_size} must be divisible by num_heads {num_heads}")
+        if num_layers < 1 or latent_channels < 1 or grid_size < 1:
+            raise ValueError("num_layers, latent_channels and grid_size must be at least 1")
+        for name, values in (("latent_mean", latent_mean), ("latent_std", latent_std)):
+            if values is not None and len(values) != latent_channels:
+                raise ValueError(f"{name} must hold {latent_channels} values (one per channel), got {len(values)}")
+        if latent_std is not None and min(latent_std) <= 0:
+            raise ValueError("latent_std must be positive")
+
+        self.num_tokens = grid_size * grid_size
+        self.num_prefix = space.num_variables + 1  # concept tokens, then the time token
+        self.input_projection = nn.Linear(latent_channels, hidden_size)
+        self.position_embedding = nn.Parameter(torch.zeros(1, self.num_prefix + self.num_tokens, hidden_size))
+        nn.init.trunc_normal_(self.position_embedding, std=0.02)
+        self.time_proj = Timesteps(hidden_size, flip_sin_to_cos=True, downscale_freq_shift=0)
+        self.time_embedding = TimestepEmbedding(hidden_size, hidden_size, act_fn="gelu")
+        self.concept_embedding = ConceptEmbedding(
+            space,
+            hidden_size,
+            continuous_concepts=continuous_concepts if conditioning == "full" else None,
+            use_null=concept_dropout > 0,
+        )
+        self.blocks = transformer_blocks(hidden_size, num_layers, num_heads, mlp_ratio, dropout)
+        self.norm_out = nn.LayerNorm(hidden_size)
+        self.output_projection = nn.Linear(hidden_size, latent_channels)
+        nn.init.zeros_(self.output_projection.weight)  # start by predicting zero (DiT's zero-initialised output)
+        nn.init.zeros_(self.output_projection.bias)
+
+    def normalize_latents(self, latents: torch.Tensor) -> torch.Tensor:
+        """Tokenizer latents ``(B, C, g, g)`` -> the standardized latents this model diffuses."""
+        mean, std = self._latent_statistics(latents)
+        return (latents - mean) / std
+
+    def denormalize_latents(self, latents: torch.Tensor) -> torch.Tensor:
+        """The inverse of :meth:`normalize_latents` (what a pipeline hands to the tokenizer's decoder)."""
+        mean, std = self._latent_statistics(latents)
+        return latents * std + mean
+
+    def _latent_statistics(self, latents: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        channels = self.config.latent_channels
+        mean = torch.tensor(self.config.latent_mean or [0.0] * channels, device=latents.device, dtype=latents.dtype)
+        std = torch.tensor(self.config.latent_std or [1.0] * channels, device=latents.device, dtype=latents.dtype)
+        return mean.view(1, -1, 1, 1), std.view(1, -1, 1, 1)
+
+    def forward(
+        self,
+        sample: torch.Tensor,
+        timestep: torch.Tensor | float | int,
+        concepts: torch.LongTensor,
+        concept_values: torch.Tensor | None = None,
+        drop_mask: torch.BoolTensor | None = None,
+        return_dict: bool = True,
+    ) -> UNet2DOutput | tuple[torch.Tensor]:
+        r"""The predicted noise (or velocity, per the scheduler's ``prediction_type``) of ``sample``.
+
+        Args:
+            sample: Noisy standardized latents ``(B, C, g, g)``.
+            timestep: Diffusion step, a number or a ``(B,)`` / scalar tensor.
+            concepts: ``(B, V)`` class index per concept variable.
+            concept_values: ``full`` mode: per-image continuous values ``(B, D)``; ``None`` uses the class values.
+            drop_mask: ``(B, V)`` bool, ``True`` replaces a concept by its null token (concept dropout, guidance).
+            return_dict: Return a :class:`~diffusers.models.unets.unet_2d.UNet2DOutput` rather than a tuple.
+        """
+        batch_size, channels, height, width = sample.shape
+        if (channels, height * width) != (self.config.latent_channels, self.num_tokens):
+            raise ValueError(f"sample must be (B, {self.config.latent_channels}, {self.config.grid_size}, "
+                             f"{self.config.grid_size}) latents, got {tuple(sample.shape)}")
+        if concepts.shape[:1] != (batch_size,):
+            raise ValueError(f"concepts has batch size {concepts.shape[0]} but sample has {batch_size}")
+        if self.training and drop_mask is None and self.config.concept_dropout > 0:
+            drop_mask = torch.rand(concepts.shape, device=concepts.device) < self.config.concept_dropout
+
+        timesteps = torch.as_tensor(timestep, device=sample.device)
+        if timesteps.ndim == 0:
+            timesteps = timesteps.expand(batch_size)
+        dtype = self.input_projection.weight.dtype
+        time_token = self.time_embedding(self.time_proj(timesteps).to(dtype))[:, None]
+        concept_tokens = self.concept_embedding(concepts, concept_values, drop_mask).to(dtype)
+        image_tokens = self.input_projection(sample.flatten(2).transpose(1, 2).to(dtype))
+        hidden = torch.cat([concept_tokens, time_token, image_tokens], dim=1) + self.position_embedding
+        for block in self.blocks:
+            hidden = block(hidden)
+        out = self.output_projection(self.norm_out(hidden[:, self.num_prefix :]))
+        out = out.transpose(1, 2).reshape(batch_size, channels, height, width)
+        return UNet2DOutput(sample=out) if return_dict else (out,)

@@ -1,0 +1,107 @@
+"""Sampling images of concept classes from a :class:`TupleConditionedDiT` through its tokenizer's decoder."""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+from diffusers import VQModel
+from diffusers.image_processor import VaeImageProcessor
+from diffusers.pipelines.pipeline_utils import DiffusionPipeline, ImagePipelineOutput
+from diffusers.schedulers.scheduling_utils import SchedulerMixin
+from diffusers.utils.torch_utils import randn_tensor
+
+from ..models.tuple_dit import TupleConditionedDiT
+from .conditioning import OUTPUT_TYPES, ConceptPrompts, prepare_concept_conditioning
+
+
+class TupleConditionedDiTPipeline(DiffusionPipeline):
+    r"""Generate images of concept classes (``"111"``, ``(1, 1, 1)``) by diffusing tokenizer latents.
+
+    The transformer denoises a ``(C, g, g)`` grid of standardized latents; the final latents are de-standardized,
+    snapped to the tokenizer's codebook (``quantize=True``, the decoder's training input, as MaskGIT's tokens are) and
+    decoded. Any diffusers scheduler trained on the same noise schedule swaps in
+    (``DDIMScheduler.from_config(pipe.scheduler.config)``).
+
+    Args:
+        vqvae: The frozen tokenizer whose latents the transformer diffuses.
+        transformer: The denoiser; its config holds the concept space prompts are validated against.
+        scheduler: A diffusers scheduler (e.g. ``DDPMScheduler``).
+    """
+
+    model_cpu_offload_seq = "transformer->vqvae"
+
+    def __init__(self, vqvae: VQModel, transformer: TupleConditionedDiT, scheduler: SchedulerMixin) -> None:
+        super().__init__()
+        latent_channels = vqvae.config.vq_embed_dim or vqvae.config.latent_channels
+        if latent_channels != transformer.config.latent_channels:
+            raise ValueError(f"the tokenizer's latents have {latent_channels} channels but the transformer expects "
+                             f"{transformer.config.latent_channels}")
+        self.register_modules(vqvae=vqvae, transformer=transformer, scheduler=scheduler)
+        self.image_processor = VaeImageProcessor(do_resize=False)
+
+    @torch.no_grad()
+    def __call__(
+        self,
+        concepts: ConceptPrompts,
+        num_images_per_prompt: int = 1,
+        num_inference_steps: int | None = 50,
+        guidance_scale: float = 1.0,
+        generator: torch.Generator | list[torch.Generator] | None = None,
+        output_type: str = "pil",
+        return_dict: bool = True,
+        concept_values: torch.Tensor | None = None,
+        quantize: bool = True,
+    ) -> ImagePipelineOutput | tuple:
+        r"""Sample ``num_images_per_prompt`` images of each concept class.
+
+        Args:
+            concepts: ``"111"``, ``(1, 1, 1)``, ``{"shape": "triangle", ...}`` or a list of those.
+            num_images_per_prompt: Images per class; the output lists each class's images together, in order.
+            num_inference_steps: Denoising steps (``None``: every training step).
+            guidance_scale: Classifier-free guidance weight ``w`` in ``null + w * (cond - null)``; 1 disables it.
+                Needs a transformer trained with ``concept_dropout > 0``.
+            generator: Generator(s) for the initial noise and stochastic scheduler steps (reproducibility).
+            output_type: ``"pil"``, ``"np"`` (``(B, H, W, 3)`` floats in [0, 1]) or ``"pt"`` (``(B, 3, H, W)``).
+            return_dict: Return an :class:`ImagePipelineOutput` rather than a tuple.
+            concept_values: ``full``-conditioning transformers only: continuous values ``(num_prompts, D)`` or
+                ``(num_prompts * num_images_per_prompt, D)``; ``None`` uses the canonical class values.
+            quantize: Snap the generated latents to the codebook before decoding (the decoder's training input).
+        """
+        if output_type not in OUTPUT_TYPES:
+            raise ValueError(f"output_type must be one of {OUTPUT_TYPES}, got {output_type!r}")
+        if num_inference_steps is not None and (
+                isinstance(num_inference_steps, bool) or not isinstance(num_inference_steps, int)
+                or num_inference_steps < 1):
+            raise ValueError(f"num_inference_steps must be a positive integer (or None for every training step), "
+                             f"got {num_inference_steps!r}")
+        device = self._execution_device
+        conditioning = prepare_concept_conditioning(
+            self.transformer, concepts, num_images_per_prompt, guidance_scale, concept_values, device=device
+        )
+        config = self.transformer.config
+        shape = (conditioning.batch_size, config.latent_channels, config.grid_size, config.grid_size)
+        latents = randn_tensor(shape, generator=generator, device=device, dtype=self.transformer.dtype)
+        latents = latents * self.scheduler.init_noise_sigma
+
+        self.scheduler.set_timesteps(num_inference_steps or self.scheduler.config.num_train_timesteps, device=device)
+        accepts_generator = "generator" in inspect.signature(self.scheduler.step).parameters
+        step_kwargs = {"generator": generator} if accepts_generator else {}
+        for t in self.progress_bar(self.scheduler.timesteps):
+            model_input = torch.cat([latents, latents]) if conditioning.do_classifier_free_guidance else latents
+            model_input = self.scheduler.scale_model_input(model_input, t)
+            prediction = self.transformer(model_input, t, **conditioning.model_kwargs).sample
+            if conditioning.do_classifier_free_guidance:
+                cond, null = prediction.chunk(2)
+                prediction = null + guidance_scale * (cond - null)
+            latents = self.scheduler.step(prediction, t, latents, **step_kwargs).prev_sample
+
+        latents = self.transformer.denormalize_latents(latents).to(self.vqvae.dtype)
+        if quantize:
+            latents, _, _ = self.vqvae.quantize(latents)
+        image = self.vqvae.decoder(self.vqvae.post_quant_conv(latents))
+        image = self.image_processor.postprocess(image.float(), output_type=output_type)
+        self.maybe_free_model_hooks()
+        if not return_dict:
+            return (image,)
+        return ImagePipelineOutput(images=image)

@@ -1,0 +1,122 @@
+"""Training task for the diffusion transformer over tokenizer latents (Paper B's continuous counterpart of MaskGIT).
+
+The objective is the DDPM loss of :class:`~compgen.training.ddpm_task.DDPMTask`, applied to the standardized latents
+of a frozen tokenizer instead of pixels. The latents of every training image are computed once (the tokenizer never
+changes), as MaskGIT's token indices are.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from diffusers import DDIMScheduler, DDPMScheduler, VQModel
+
+from ..images import uint8_to_signed, unit_to_uint8
+from ..models.tuple_dit import TupleConditionedDiT
+from .ddpm_task import DDPMTask
+
+
+@torch.no_grad()
+def precompute_latents(vqvae: VQModel, images: torch.Tensor, batch_size: int = 512) -> torch.Tensor:
+    """The tokenizer's continuous latents ``(N, C, g, g)`` (before quantization) of uint8 images ``(N, H, W, 3)``."""
+    was_training = vqvae.training
+    vqvae.eval()
+    chunks = [vqvae.encode(uint8_to_signed(images[start : start + batch_size]).to(vqvae.device)).latents
+              for start in range(0, len(images), batch_size)]
+    vqvae.train(was_training)
+    return torch.cat(chunks).float()
+
+
+def latent_statistics(latents: torch.Tensor) -> tuple[list[float], list[float]]:
+    """Per-channel mean and standard deviation of ``(N, C, g, g)`` latents (the DiT's standardization)."""
+    mean = latents.mean(dim=(0, 2, 3))
+    std = latents.std(dim=(0, 2, 3)).clamp(min=1e-6)
+    return [round(float(v), 6) for v in mean], [round(float(v), 6) for v in std]
+
+
+class DiTTask(DDPMTask):
+    """DDPM on the tokenizer's standardized latents; samples decode through the tokenizer (codebook-snapped).
+
+    Args:
+        transformer: The DiT (its config holds the latent statistics).
+        vqvae: The frozen tokenizer.
+        scheduler: The noise schedule and prediction type.
+        train_latents: ``(N, C, g, g)`` latents of the training images (row ``i`` for ``batch["index"] == i``).
+        tokenizer_report: The tokenizer's reconstruction report, for the model card's ceiling table.
+    """
+
+    def __init__(
+        self,
+        transformer: TupleConditionedDiT,
+        vqvae: VQModel,
+        scheduler: DDPMScheduler,
+        train_latents: torch.Tensor,
+        eval_inference_steps: int = 20,
+        eval_batch_size: int = 400,
+        use_full_conditioning: bool | None = None,
+        tokenizer_report: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(transformer, scheduler, eval_inference_steps, eval_batch_size, use_full_conditioning)
+        expected = (transformer.config.latent_channels, transformer.config.grid_size, transformer.config.grid_size)
+        if train_latents.ndim != 4 or tuple(train_latents.shape[1:]) != expected:
+            raise ValueError(f"train_latents must be (N, {', '.join(map(str, expected))}), "
+                             f"got {tuple(train_latents.shape)}")
+        self.vqvae = vqvae.eval().requires_grad_(False)
+        self.train_latents = transformer.normalize_latents(train_latents.float())
+        self.tokenizer_report = tokenizer_report
+
+    def clean_samples(self, batch):
+        return self.train_latents[batch["index"]]
+
+    def pipeline(self, transformer, scheduler=None):
+        from ..pipelines.tuple_dit import TupleConditionedDiTPipeline
+
+        return TupleConditionedDiTPipeline(vqvae=self.vqvae, transformer=transformer,
+                                           scheduler=scheduler or self.scheduler)
+
+    @torch.no_grad()
+    def generate(self, model, concepts, seed):
+        pipe = self.pipeline(model, DDIMScheduler.from_config(self.scheduler.config))
+        pipe.set_progress_bar_config(disable=True)
+        generator = torch.Generator().manual_seed(seed)
+        was_training = model.training
+        model.eval()
+        chunks = [pipe(concepts[start : start + self.eval_batch_size], num_inference_steps=self.eval_inference_steps,
+                       generator=generator, output_type="np").images
+                  for start in range(0, len(concepts), self.eval_batch_size)]
+        model.train(was_training)
+        return unit_to_uint8(np.concatenate(chunks))
+
+    def save_pretrained(self, model, output_dir: Path) -> None:
+        self.pipeline(model).save_pretrained(output_dir, safe_serialization=True)
+
+    def model_card_details(self) -> dict[str, Any]:
+        from ..evaluation.tokenizer_report import reconstruction_markdown
+
+        config = self.model.config
+        sections = []
+        if self.tokenizer_report is not None:
+            sections.append(("Tokenizer ceiling", reconstruction_markdown(self.tokenizer_report)))
+        return {
+            "model_name": "TupleConditionedDiT (diffusion over tokenizer latents)",
+            "pipeline_class": "TupleConditionedDiTPipeline",
+            "tags": ["dit", "latent-diffusion", "vq"],
+            "hyperparameters": {
+                "objective": "DDPM over the tokenizer's continuous latents (Paper B's continuous counterpart)",
+                "hidden_size": config.hidden_size,
+                "num_layers": config.num_layers,
+                "num_heads": config.num_heads,
+                "grid_size": config.grid_size,
+                "latent_channels": config.latent_channels,
+                "conditioning": f"{config.conditioning}, as concept tokens (time as one more token)",
+                "concept_dropout": config.concept_dropout,
+                "num_train_timesteps": self.scheduler.config.num_train_timesteps,
+                "beta_schedule": self.scheduler.config.beta_schedule,
+                "prediction_type": self.scheduler.config.prediction_type,
+                "eval_sampler": f"DDIM, {self.eval_inference_steps} steps, codebook-snapped decoding",
+            },
+            "sections": sections,
+        }

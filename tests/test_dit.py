@@ -1,0 +1,192 @@
+"""TupleConditionedDiT and its pipeline (Paper B's continuous counterpart), and the conditioning modes' semantics,
+which are the same for every model (U-Net, MaskGIT, DiT)."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from diffusers import DDIMScheduler, DDPMScheduler, DiffusionPipeline
+
+from compgen import (
+    MaskGITScheduler,
+    MaskGITTransformer,
+    TupleConditionedDiT,
+    TupleConditionedDiTPipeline,
+    TupleConditionedUNet2DModel,
+    shapes_space,
+)
+from compgen.models.tuple_unet import shapes_continuous_concepts
+from compgen.models.vq_tokenizer import build_vq_tokenizer
+from compgen.training.ddpm_task import DDPMTask
+from compgen.training.dit_task import DiTTask, latent_statistics, precompute_latents
+from compgen.training.maskgit_task import MaskGITTask, precompute_tokens
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+SPACE = shapes_space()
+ENTRY_FILE = Path(__file__).resolve().parents[1] / "pipelines" / "tuple_dit.py"
+
+
+def make_dit(conditioning="full", concept_dropout=0.0, **stats):
+    torch.manual_seed(0)
+    return TupleConditionedDiT(SPACE.to_dict(), latent_channels=4, grid_size=7, hidden_size=32, num_layers=2,
+                               num_heads=2, conditioning=conditioning,
+                               continuous_concepts=shapes_continuous_concepts(SPACE) if conditioning == "full" else {},
+                               concept_dropout=concept_dropout, **stats)
+
+
+def make_pipe(concept_dropout=0.0):
+    torch.manual_seed(0)
+    vqvae = build_vq_tokenizer(28, block_out_channels=(8, 8, 8), num_vq_embeddings=32, vq_embed_dim=4,
+                               norm_num_groups=4).eval()
+    pipe = TupleConditionedDiTPipeline(vqvae=vqvae, transformer=make_dit(concept_dropout=concept_dropout).eval(),
+                                       scheduler=DDPMScheduler(num_train_timesteps=50))
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+def test_dit_predicts_one_vector_per_latent_and_every_concept_matters():
+    dit = make_dit().eval()
+    latents = torch.randn(3, 4, 7, 7)
+    out = dit(latents, torch.tensor([1, 10, 40]), torch.tensor([[0, 0, 0], [1, 1, 1], [1, 0, 1]])).sample
+    assert out.shape == latents.shape
+    with torch.no_grad():  # the output layer starts at zero (DiT): give it weights to see the conditioning
+        dit.output_projection.weight.normal_()
+    concepts = torch.tensor([[0, 0, 0]] * 3)
+    base = dit(latents, 5, concepts).sample
+    for variable in range(3):
+        changed = concepts.clone()
+        changed[:, variable] = 1
+        assert not torch.allclose(dit(latents, 5, changed).sample, base)
+    with pytest.raises(ValueError, match="latents"):
+        dit(torch.randn(1, 3, 7, 7), 5, concepts[:1])
+    with pytest.raises(ValueError, match="latent_std"):
+        make_dit(latent_std=[1.0, 2.0])
+
+
+def test_latent_standardization_round_trips():
+    dit = make_dit(latent_mean=[0.1, -0.2, 0.3, 0.0], latent_std=[0.5, 2.0, 1.0, 0.25])
+    latents = torch.randn(2, 4, 7, 7)
+    torch.testing.assert_close(dit.denormalize_latents(dit.normalize_latents(latents)), latents)
+    vqvae = build_vq_tokenizer(28, block_out_channels=(8, 8, 8), num_vq_embeddings=32, vq_embed_dim=4,
+                               norm_num_groups=4)
+    images = torch.randint(0, 256, (6, 28, 28, 3), dtype=torch.uint8)
+    encoded = precompute_latents(vqvae, images)
+    mean, std = latent_statistics(encoded)
+    standardized = make_dit(latent_mean=mean, latent_std=std).normalize_latents(encoded)
+    torch.testing.assert_close(standardized.mean(dim=(0, 2, 3)), torch.zeros(4), atol=1e-4, rtol=0)
+    torch.testing.assert_close(standardized.std(dim=(0, 2, 3)), torch.ones(4), atol=1e-3, rtol=0)
+
+
+def test_pipeline_is_deterministic_and_round_trips_through_save_pretrained(tmp_path):
+    pipe = make_pipe()
+    first = pipe(["111", "000"], num_inference_steps=3, generator=torch.Generator().manual_seed(1),
+                 output_type="np").images
+    assert first.shape == (2, 28, 28, 3) and 0 <= first.min() and first.max() <= 1
+    again = pipe(["111", "000"], num_inference_steps=3, generator=torch.Generator().manual_seed(1),
+                 output_type="np").images
+    np.testing.assert_array_equal(first, again)
+    pipe.save_pretrained(tmp_path / "dit")
+    index = json.loads((tmp_path / "dit" / "model_index.json").read_text())
+    assert index["transformer"] == ["compgen.models.tuple_dit", "TupleConditionedDiT"]
+    loaded = TupleConditionedDiTPipeline.from_pretrained(tmp_path / "dit")
+    loaded.set_progress_bar_config(disable=True)
+    reloaded = loaded(["111", "000"], num_inference_steps=3, generator=torch.Generator().manual_seed(1),
+                      output_type="np").images
+    np.testing.assert_array_equal(first, reloaded)
+    # Plain diffusers through the Hub entry file, and a swapped scheduler.
+    generic = DiffusionPipeline.from_pretrained(tmp_path / "dit", custom_pipeline=str(ENTRY_FILE),
+                                                trust_remote_code=True)
+    generic.set_progress_bar_config(disable=True)
+    generic.scheduler = DDIMScheduler.from_config(generic.scheduler.config)
+    assert generic("011", num_inference_steps=2, output_type="np").images.shape == (1, 28, 28, 3)
+
+
+def test_guidance_needs_null_concepts_and_changes_the_samples():
+    with pytest.raises(ValueError, match="concept_dropout > 0"):
+        make_pipe()("111", guidance_scale=3.0, num_inference_steps=2)
+    pipe = make_pipe(concept_dropout=0.1)
+    with torch.no_grad():
+        pipe.transformer.output_projection.weight.normal_(std=0.1)
+    plain = pipe("111", num_inference_steps=3, generator=torch.Generator().manual_seed(0), output_type="np").images
+    guided = pipe("111", num_inference_steps=3, guidance_scale=4.0, generator=torch.Generator().manual_seed(0),
+                  output_type="np").images
+    assert not np.array_equal(plain, guided)
+    with pytest.raises(ValueError, match="num_inference_steps"):
+        pipe("111", num_inference_steps=0)
+
+
+# --- the conditioning modes (full, quantized, +dropout) mean the same for every model --------------------------
+
+
+def _batch(n=256):
+    generator = torch.Generator().manual_seed(0)
+    concepts = torch.randint(0, 2, (n, 3), generator=generator)
+    rgb, size = torch.rand(n, 3, generator=generator), 1.5 + torch.rand(n, 1, generator=generator)
+    images = torch.rand(n, 3, 28, 28, generator=generator) * 2 - 1
+    return {"images": images, "concepts": concepts, "concept_values": torch.cat([rgb, size], 1),
+            "index": torch.arange(n)}
+
+
+def _tasks(conditioning: str, concept_dropout: float):
+    """The U-Net, MaskGIT and DiT tasks, each with its model in the given conditioning mode."""
+    continuous = shapes_continuous_concepts(SPACE) if conditioning == "full" else {}
+    torch.manual_seed(0)
+    unet = TupleConditionedUNet2DModel(SPACE.to_dict(), block_out_channels=(8, 16), norm_num_groups=4,
+                                       conditioning=conditioning, continuous_concepts=continuous,
+                                       concept_dropout=concept_dropout)
+    vqvae = build_vq_tokenizer(28, block_out_channels=(8, 8, 8), num_vq_embeddings=16, vq_embed_dim=4,
+                               norm_num_groups=4)
+    images = torch.randint(0, 256, (256, 28, 28, 3), dtype=torch.uint8)
+    transformer = MaskGITTransformer(SPACE.to_dict(), codebook_size=16, grid_size=7, hidden_size=16, num_layers=1,
+                                     num_heads=2, conditioning=conditioning, continuous_concepts=continuous,
+                                     concept_dropout=concept_dropout)
+    dit = make_dit(conditioning, concept_dropout)
+    return {
+        "unet": DDPMTask(unet, DDPMScheduler(num_train_timesteps=50)),
+        "maskgit": MaskGITTask(transformer, vqvae, MaskGITScheduler(mask_token_id=16),
+                               precompute_tokens(vqvae, images), jepa_weight=0.0),
+        "dit": DiTTask(dit, vqvae, DDPMScheduler(num_train_timesteps=50), precompute_latents(vqvae, images)),
+    }
+
+
+@pytest.mark.parametrize("name", ["unet", "maskgit", "dit"])
+def test_quantized_conditioning_ignores_the_continuous_values(name):
+    task = _tasks("quantized", 0.0)[name]
+    batch = _batch()
+    without = {k: v for k, v in batch.items() if k != "concept_values"}
+    loss, _ = task.compute_loss(task.model, batch, torch.Generator().manual_seed(3), 0)
+    reference, _ = task.compute_loss(task.model, without, torch.Generator().manual_seed(3), 0)
+    torch.testing.assert_close(loss, reference, rtol=0, atol=0)
+    # In full mode the per-image values reach the model.
+    full = _tasks("full", 0.0)[name]
+    if name == "dit":
+        with torch.no_grad():  # the DiT's output layer starts at zero, blind to its inputs
+            full.model.output_projection.weight.normal_()
+    changed = dict(batch, concept_values=batch["concept_values"] * 0.5)
+    a, _ = full.compute_loss(full.model, batch, torch.Generator().manual_seed(3), 0)
+    b, _ = full.compute_loss(full.model, changed, torch.Generator().manual_seed(3), 0)
+    assert not torch.equal(a, b)
+
+
+@pytest.mark.parametrize("name", ["unet", "maskgit", "dit"])
+def test_concept_dropout_uses_the_null_embedding_at_the_given_rate(name, monkeypatch):
+    task = _tasks("full", 0.25)[name]
+    model = task.model.transformer if name == "maskgit" else task.model
+    embedding = model.concept_embedding
+    seen = []
+
+    def recording_forward(concepts, concept_values=None, drop_mask=None, _original=embedding.forward):
+        seen.append(drop_mask.clone())
+        out = _original(concepts, concept_values, drop_mask)
+        null = embedding.null_embedding.expand_as(out)
+        assert torch.equal(out[drop_mask], null[drop_mask])  # a dropped concept is exactly its null embedding
+        return out
+
+    monkeypatch.setattr(embedding, "forward", recording_forward)
+    for step in range(4):
+        task.compute_loss(task.model, _batch(), torch.Generator().manual_seed(step), step)
+    rate = torch.cat(seen).float().mean().item()
+    assert 0.2 < rate < 0.3, rate  # 4 x 256 x 3 draws at 0.25

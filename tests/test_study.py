@@ -1,0 +1,82 @@
+"""The study runner: the smoke grid end to end, finished cells skipped on a rerun, a failing cell reported while the
+others run, and study files checked before any work."""
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import reset_accelerate_state
+from repo_scripts import REPO_ROOT, load_repo_script
+
+from compgen.training.study import CONDITIONING_MODES, Study, flags_to_argv, run_study
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    out = tmp_path_factory.mktemp("smoke")
+    reset_accelerate_state()
+    summary = load_repo_script("examples/run_study.py").main(["--smoke", "--output_dir", str(out), "--parallel", "1"])
+    return out, summary
+
+
+def test_smoke_grid_runs_every_token_model_under_every_conditioning_mode(smoke):
+    out, summary = smoke
+    cells = summary["cells"]
+    assert len(cells) == 12 and all(c["status"] == "ok" for c in cells)
+    assert {c["arm"] for c in cells} == {f"{m} ({c})" for m in ("maskgit", "maskgit-jepa", "dit")
+                                         for c in CONDITIONING_MODES}
+    assert all(c["last_step"] == 2 for c in cells)
+    text = (out / "summary.md").read_text()
+    assert "## probes" in text and "## pixel statistics" in text and "first step >= 0.9" in text
+    assert (out / "plots" / "overlay_probes.png").is_file()
+    assert set(json.loads((out / "summary.json").read_text())["arms"]) == {c["arm"] for c in cells}
+    # One tokenizer, shared: every cell's pipeline decodes through it.
+    dropout_cell = next(c for c in cells if c["arm"] == "dit (quantized+dropout)")
+    config = json.loads((Path(dropout_cell["output_dir"]) / "transformer" / "config.json").read_text())
+    assert config["conditioning"] == "quantized" and config["concept_dropout"] == 0.1
+
+
+def test_a_rerun_skips_finished_cells(smoke):
+    out, _ = smoke
+    study = Study.from_file(REPO_ROOT / "studies" / "smoke.yaml")
+    reset_accelerate_state()
+    summary = run_study(study, out, progress=False)
+    assert all(c["status"] == "finished before" for c in summary["cells"])
+
+
+def test_a_failing_cell_is_reported_and_the_others_run(tmp_path):
+    study = Study.from_dict({
+        "name": "one-bad-cell",
+        "datasets": [{"name": "tiny", "split_preset": "H32-train1", "images_per_class": 16,
+                      "test_images_per_class": 2}],
+        "seeds": [0],
+        "steps": 2,
+        "flags": {"block_out_channels": "8,16", "train_batch_size": 8, "no_eval": True},
+        "models": {"unet": {"script": "examples/train_tuple_unet.py"},
+                   "unet-bad-lr": {"script": "examples/train_tuple_unet.py", "flags": {"learning_rate": -1}}},
+    })
+    reset_accelerate_state()
+    summary = run_study(study, tmp_path, progress=False)
+    status = {c["arm"]: c["status"] for c in summary["cells"]}
+    assert status == {"unet (full)": "ok", "unet-bad-lr (full)": "failed"}
+    assert "failed: `unet-bad-lr/full/tiny/seed0`" in (tmp_path / "summary.md").read_text()
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"conditioning": ["full", "half"]}, "unknown conditioning modes"),
+    ({"colour": "red"}, "unknown study keys"),
+    ({"models": {"x": {"script": "examples/nope.py"}}}, "no script"),
+    ({"models": {"x": {"script": "examples/train_dit.py", "tokens": True}}}, "no tokenizer"),
+    ({"steps": 0}, "steps must be a positive integer"),
+])
+def test_study_files_are_checked_before_any_work(change, message):
+    spec = {"name": "s", "seeds": [0], "steps": 2, "models": {"u": {"script": "examples/train_tuple_unet.py"}}}
+    with pytest.raises(ValueError, match=message):
+        Study.from_dict(spec | change)
+
+
+def test_flags_become_argv():
+    assert flags_to_argv({"preset": "cpu-quick", "use_ema": False, "no_eval": True, "x": None}) == [
+        "--preset", "cpu-quick", "--no_use_ema", "--no_eval"]
