@@ -68,7 +68,7 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise ValueError(f"--concept_dropout must be in [0, 1), got {args.concept_dropout}")
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--block_out_channels", default="64,128", help="U-Net widths, comma separated")
     parser.add_argument("--conditioning", default="full", choices=["full", "quantized"])
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
         prediction_type=args.prediction_type,
     )
     task = DDPMTask(unet, scheduler, eval_inference_steps=args.eval_inference_steps)
-    run.train(task)
+    return run.train(task)
 
 
 if __name__ == "__main__":

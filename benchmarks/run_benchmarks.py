@@ -1,0 +1,400 @@
+"""compgen's speed beside its peers, in one run: training and sampling throughput, FLOP/s, evaluation cost.
+
+    python benchmarks/run_benchmarks.py [--device cpu|cuda] [--threads 1] [--peer-dir PATH] [--only unet ...]
+                                        [--output benchmarks/results/cpu.json] [--time-to-emergence]
+
+Every figure is the median of ``--repeats`` timed repeats (with min and max), measured in this process, one after
+another, so compgen and its peers see the same machine:
+
+- **train**: images per second of one training step (forward, backward, AdamW) of compgen's tasks as the training loop
+  runs them (the U-Net at the cpu-quick and paper widths, MaskGIT and MaskGIT + JEPA, the VQ tokenizer, the DiT), and
+  of the peers: Paper A's official ``ContextUnet`` (imported from a local checkout of phys-ai/concept_graphs given by
+  ``--peer-dir``; none of its code is in compgen), diffusers' ``UNet2DModel`` and ``torch.nn.TransformerEncoder``;
+- **flops**: each step's FLOPs (``torch.utils.flop_counter``) times steps per second, as a fraction of the matmul peak
+  measured in the same run;
+- **sample**: images per second of DDPM sampling (DDIM, 50 steps) and MaskGIT decoding (12 steps);
+- **eval**: one learning-dynamics evaluation of the cpu-quick U-Net preset as a fraction of the training time between
+  two evaluations;
+- **time to emergence** (``--time-to-emergence``, minutes): wall-clock of the cpu-quick U-Net preset until every level
+  reaches 0.9 by both scorers.
+
+Results go to ``--output`` (JSON) and a markdown table beside it; ``docs/performance.md`` collects them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def timed(fn: Callable[[], Any], items: int, repeats: int, warmup: int = 2, calls: int = 3,
+          sync: Callable[[], None] = lambda: None) -> dict[str, float]:
+    """Median, min and max of ``items`` processed per second over ``repeats`` timings of ``calls`` calls."""
+    for _ in range(warmup):
+        fn()
+    sync()
+    rates = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync()
+        rates.append(items * calls / (time.perf_counter() - start))
+    return {"median": statistics.median(rates), "min": min(rates), "max": max(rates)}
+
+
+def count_flops(fn: Callable[[], Any]) -> int:
+    """FLOPs of one call of ``fn`` (matmuls and convolutions, forward and backward)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return int(counter.get_total_flops())
+
+
+def matmul_peak(device: torch.device, dtype: torch.dtype, sync: Callable[[], None]) -> float:
+    """FLOP/s of the best of a few square matmuls on this device (the roofline the steps are compared with)."""
+    best = 0.0
+    for n in (256, 512, 1024) if device.type == "cpu" else (2048, 4096, 8192):
+        a = torch.randn(n, n, device=device, dtype=dtype)
+        b = torch.randn(n, n, device=device, dtype=dtype)
+        rate = timed(lambda a=a, b=b: a @ b, items=1, repeats=3, calls=3 if device.type == "cpu" else 20,
+                     sync=sync)["median"]
+        best = max(best, rate * 2 * n**3)
+    return best
+
+
+# --- the models ------------------------------------------------------------------------------------------------
+
+
+def make_batch(batch_size: int, device: torch.device) -> dict[str, torch.Tensor]:
+    from compgen import get_split_preset
+    from compgen.shapes import PAPER_COLOR_JITTER, PAPER_SIZE_JITTER, RenderConfig, render_classes
+
+    space = get_split_preset("H32-train1").graph().space
+    classes = np.array([space.all_classes()[i % 4] for i in range(batch_size)])
+    render = render_classes(space, classes, seed=0,
+                            config=RenderConfig(color_jitter=PAPER_COLOR_JITTER, size_jitter=PAPER_SIZE_JITTER))
+    from compgen.images import uint8_to_signed
+
+    return {"images": uint8_to_signed(render.images).to(device),
+            "concepts": torch.as_tensor(render.concepts).to(device),
+            "concept_values": torch.cat([torch.as_tensor(render.rgb), torch.as_tensor(render.size)[:, None]], 1).to(
+                device), "index": torch.arange(batch_size, device=device), "uint8": torch.as_tensor(render.images)}
+
+
+def task_step(task, batch: dict[str, torch.Tensor], device: torch.device, dtype: torch.dtype | None
+              ) -> Callable[[], None]:
+    """One training step of a compgen task as the loop runs it (its own random draws, post-step hook)."""
+    model = task.model.to(device)
+    task.to(device)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    counter = [0]
+
+    def step() -> None:
+        counter[0] += 1
+        generator = torch.Generator().manual_seed(counter[0])
+        with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+            loss, _ = task.compute_loss(model, batch, generator, counter[0])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        task.after_optimizer_step(model, counter[0])
+
+    return step
+
+
+def plain_step(model: torch.nn.Module, forward: Callable[[], torch.Tensor], device: torch.device,
+               dtype: torch.dtype | None) -> Callable[[], None]:
+    """Forward, loss, backward and AdamW for a peer model (``forward`` returns the loss)."""
+    model.to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step() -> None:
+        with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+            loss = forward()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def unet_task(widths: tuple[int, ...], layers_per_block: int):
+    from diffusers import DDPMScheduler
+
+    from compgen import TupleConditionedUNet2DModel, get_split_preset
+    from compgen.models.tuple_unet import shapes_continuous_concepts
+    from compgen.training.ddpm_task import DDPMTask
+
+    space = get_split_preset("H32-train1").graph().space
+    torch.manual_seed(0)
+    unet = TupleConditionedUNet2DModel(space.to_dict(), block_out_channels=widths, layers_per_block=layers_per_block,
+                                       conditioning="full", continuous_concepts=shapes_continuous_concepts(space))
+    scheduler = DDPMScheduler(num_train_timesteps=500, beta_start=1e-4, beta_end=0.02,
+                              prediction_type="v_prediction")
+    return DDPMTask(unet, scheduler, eval_inference_steps=50)
+
+
+def token_models(hidden: int, layers: int, heads: int, batch: dict[str, torch.Tensor], jepa: bool):
+    from compgen import MaskGITScheduler, MaskGITTransformer, get_split_preset
+    from compgen.models.tuple_unet import shapes_continuous_concepts
+    from compgen.models.vq_tokenizer import build_vq_tokenizer
+    from compgen.training.maskgit_task import MaskGITTask, precompute_tokens
+
+    space = get_split_preset("H32-train1").graph().space
+    torch.manual_seed(0)
+    vqvae = build_vq_tokenizer(block_out_channels=(16, 32, 32), vq_embed_dim=16)
+    tokens = precompute_tokens(vqvae, batch["uint8"])
+    transformer = MaskGITTransformer(space.to_dict(), codebook_size=256, grid_size=7, hidden_size=hidden,
+                                     num_layers=layers, num_heads=heads, conditioning="full",
+                                     continuous_concepts=shapes_continuous_concepts(space))
+    return MaskGITTask(transformer, vqvae, MaskGITScheduler(mask_token_id=256), tokens,
+                       jepa_weight=0.6 if jepa else 0.0, total_steps=1000, eval_batch_size=256)
+
+
+# --- the benchmarks ----------------------------------------------------------------------------------------------
+
+
+class Bench:
+    def __init__(self, device: torch.device, repeats: int, dtype: torch.dtype | None, peer_dir: str | None) -> None:
+        self.device, self.repeats, self.dtype, self.peer_dir = device, repeats, dtype, peer_dir
+        self.sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+        self.results: list[dict[str, Any]] = []
+        self.peak = matmul_peak(device, dtype or torch.float32, self.sync)
+
+    def record(self, name: str, kind: str, rate: dict[str, float], unit: str, flops: int | None = None,
+               **extra: Any) -> None:
+        entry = {"name": name, "kind": kind, "unit": unit, **{k: round(v, 3) for k, v in rate.items()}, **extra}
+        if flops:
+            steps_per_second = rate["median"] / extra.get("batch_size", 1)
+            entry["flops_per_step"] = flops
+            entry["peak_fraction"] = round(flops * steps_per_second / self.peak, 4)
+        self.results.append(entry)
+        print(f"{kind:6s} {name:42s} {rate['median']:10.1f} {unit} (min {rate['min']:.1f}, max {rate['max']:.1f})"
+              + (f", {entry['peak_fraction']:.1%} of matmul peak" if flops else ""), flush=True)
+
+    def train(self, name: str, step: Callable[[], None], batch_size: int, calls: int = 3) -> None:
+        flops = count_flops(step)
+        rate = timed(step, batch_size, self.repeats, calls=calls, sync=self.sync)
+        self.record(name, "train", rate, "img/s", flops, batch_size=batch_size)
+
+    def unets(self, configs: list[tuple[str, tuple[int, ...], int, int]]) -> None:
+        from diffusers import UNet2DModel
+
+        for label, widths, layers, batch_size in configs:
+            batch = make_batch(batch_size, self.device)
+            self.train(f"compgen U-Net {label} {widths}", task_step(unet_task(widths, layers), batch, self.device,
+                                                                  self.dtype), batch_size)
+            torch.manual_seed(0)
+            peer = UNet2DModel(sample_size=28, block_out_channels=widths, layers_per_block=layers,
+                               down_block_types=("DownBlock2D",) * len(widths),
+                               up_block_types=("UpBlock2D",) * len(widths), norm_num_groups=8)
+            timesteps = torch.randint(0, 500, (batch_size,), device=self.device)
+            images = batch["images"]
+            self.train(f"diffusers UNet2DModel {label} {widths}", plain_step(
+                peer, lambda p=peer, t=timesteps, x=images: F.mse_loss(p(x, t).sample.float(), x), self.device,
+                self.dtype), batch_size)
+            if self.peer_dir:
+                self.train(f"official ContextUnet {label} n_feat {widths[0]}",
+                           self.context_unet_step(widths[0], batch), batch_size)
+
+    def context_unet_step(self, n_feat: int, batch: dict[str, torch.Tensor]) -> Callable[[], None]:
+        sys.path.insert(0, str(REPO_ROOT / "examples"))
+        from compgen.training.runner import load_script
+
+        peer = load_script(REPO_ROOT / "examples" / "compare_peer_unet.py").import_peer(self.peer_dir)
+        torch.manual_seed(0)
+        net = peer.ContextUnet(in_channels=3, n_feat=n_feat, n_classes=[2, 3, 1])
+        x, concepts, values = batch["images"], batch["concepts"], batch["concept_values"]
+        t = torch.rand(len(x), device=self.device)
+
+        def loss() -> torch.Tensor:
+            out = net(x, [concepts[:, 0], values[:, :3], values[:, 3:]], t)
+            return F.mse_loss(out.float(), x)
+
+        return plain_step(net, loss, self.device, self.dtype)
+
+    def transformers(self, configs: list[tuple[str, int, int, int, int]]) -> None:
+        for label, hidden, layers, heads, batch_size in configs:
+            batch = make_batch(batch_size, self.device)
+            for jepa in (False, True):
+                task = token_models(hidden, layers, heads, batch, jepa)
+                self.train(f"compgen MaskGIT{' + JEPA' if jepa else ''} {label} (h{hidden}, L{layers})",
+                           task_step(task, batch, self.device, self.dtype), batch_size)
+            torch.manual_seed(0)
+            encoder = torch.nn.Sequential(
+                torch.nn.Embedding(257, hidden),
+                torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(
+                    hidden, heads, 4 * hidden, 0.0, activation="gelu", batch_first=True, norm_first=True), layers),
+                torch.nn.Linear(hidden, 256))
+            ids = torch.randint(0, 257, (batch_size, 52), device=self.device)
+            targets = torch.randint(0, 256, (batch_size, 52), device=self.device)
+            self.train(f"torch TransformerEncoder {label} (h{hidden}, L{layers})", plain_step(
+                encoder, lambda e=encoder, i=ids, t=targets: F.cross_entropy(e(i).float().transpose(1, 2), t),
+                self.device, self.dtype), batch_size)
+
+    def tokenizer_and_dit(self, batch_size: int) -> None:
+        from diffusers import DDPMScheduler
+
+        from compgen import TupleConditionedDiT, get_split_preset
+        from compgen.models.tuple_unet import shapes_continuous_concepts
+        from compgen.models.vq_tokenizer import build_vq_tokenizer
+        from compgen.training.dit_task import DiTTask, latent_statistics, precompute_latents
+        from compgen.training.vq_task import VQTask
+
+        batch = make_batch(batch_size, self.device)
+        torch.manual_seed(0)
+        vqvae = build_vq_tokenizer(block_out_channels=(16, 32, 32), vq_embed_dim=16)
+        self.train("compgen VQ tokenizer cpu-quick (16,32,32)", task_step(
+            VQTask(vqvae, restart_every=25, total_steps=1000, crop_size=16), batch, self.device, self.dtype),
+            batch_size)
+        space = get_split_preset("H32-train1").graph().space
+        latents = precompute_latents(vqvae.cpu(), batch["uint8"])
+        mean, std = latent_statistics(latents)
+        dit = TupleConditionedDiT(space.to_dict(), latent_channels=16, grid_size=7, hidden_size=128, num_layers=4,
+                                  num_heads=4, conditioning="full", latent_mean=mean, latent_std=std,
+                                  continuous_concepts=shapes_continuous_concepts(space))
+        task = DiTTask(dit, vqvae, DDPMScheduler(num_train_timesteps=500, prediction_type="v_prediction"), latents)
+        self.train("compgen DiT cpu-quick (h128, L4)", task_step(task, batch, self.device, self.dtype), batch_size)
+
+    def sampling(self, unet_batch: int, maskgit_batch: int) -> None:
+        task = unet_task((64, 128), 1)
+        task.model.to(self.device).eval()
+        names = ["000", "001", "010", "100", "011", "101", "110", "111"]
+        concepts = [names[i % 8] for i in range(unet_batch)]
+        task.eval_inference_steps = 50
+        rate = timed(lambda: task.generate(task.model, concepts, 0), unet_batch, self.repeats, warmup=1, calls=1,
+                     sync=self.sync)
+        self.record("DDPM sampling, DDIM 50 steps, U-Net cpu-quick", "sample", rate, "img/s")
+        batch = make_batch(8, self.device)
+        maskgit = token_models(128, 4, 4, batch, jepa=False)
+        maskgit.model.to(self.device).eval()
+        maskgit.to(self.device)
+        concepts = [names[i % 8] for i in range(maskgit_batch)]
+        rate = timed(lambda: maskgit.generate(maskgit.model, concepts, 0), maskgit_batch, self.repeats, warmup=1,
+                     calls=1, sync=self.sync)
+        self.record("MaskGIT decoding, 12 steps, cpu-quick (h128, L4)", "sample", rate, "img/s")
+
+    def evaluation_fraction(self, eval_steps: int = 250, batch_size: int = 64) -> None:
+        """One tracker evaluation (8 classes x 50 samples, 20 DDIM steps, both scorers) vs ``eval_steps`` steps."""
+        from compgen import get_split_preset
+        from compgen.evaluation.probes import default_shapes_probes
+        from compgen.evaluation.tracker import LearningDynamicsTracker
+
+        task = unet_task((64, 128), 1)
+        task.eval_inference_steps = 20
+        batch = make_batch(batch_size, self.device)
+        step = task_step(task, batch, self.device, self.dtype)
+        step_rate = timed(step, 1, self.repeats, calls=3, sync=self.sync)["median"]
+        graph = get_split_preset("H32-train1").graph()
+        tracker = LearningDynamicsTracker(graph, default_shapes_probes(graph.space), num_images_per_class=50)
+        tracker.evaluate(lambda c, s: task.generate(task.model, c, s), step=0)  # calibration, warm-up
+        start = time.perf_counter()
+        tracker.evaluate(lambda c, s: task.generate(task.model, c, s), step=1)
+        seconds = time.perf_counter() - start
+        training = eval_steps / step_rate
+        fraction = seconds / (seconds + training)
+        self.record(f"evaluation share, U-Net cpu-quick (every {eval_steps} steps)", "eval",
+                    {"median": fraction, "min": fraction, "max": fraction}, "of wall-clock",
+                    eval_seconds=round(seconds, 2), training_seconds=round(training, 2))
+
+
+def markdown(results: list[dict[str, Any]], header: dict[str, Any]) -> str:
+    lines = [f"Device: {header['device']} ({header['machine']}), torch {header['torch']}, {header['threads']} "
+             f"thread(s), {header['precision']}; matmul peak measured: {header['matmul_peak_tflops']:.3f} TFLOP/s.",
+             "", "| kind | benchmark | median | min | max | unit | share of matmul peak |",
+             "|---|---|---|---|---|---|---|"]
+    for r in results:
+        share = f"{r['peak_fraction']:.1%}" if "peak_fraction" in r else ""
+        fmt = ".1%" if r["unit"] == "of wall-clock" else ".1f"
+        lines.append(f"| {r['kind']} | {r['name']} | {r['median']:{fmt}} | {r['min']:{fmt}} | {r['max']:{fmt}} | "
+                     f"{r['unit'] if r['unit'] != 'of wall-clock' else 'of training wall-clock'} | {share} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads (torch.set_num_threads)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--bf16", action="store_true", help="bf16 autocast for the training steps")
+    parser.add_argument("--peer-dir", "--peer_dir", dest="peer_dir", default=None,
+                        help="a checkout of phys-ai/concept_graphs (for the official ContextUnet)")
+    parser.add_argument("--only", nargs="+", default=None,
+                        choices=["unet", "unet-paper", "transformer", "transformer-paper", "tokens", "sample", "eval"])
+    parser.add_argument("--output", default=None, help="JSON path (a .md table is written beside it)")
+    parser.add_argument("--time-to-emergence", action="store_true",
+                        help="also train the cpu-quick U-Net preset until every level reaches 0.9 (minutes)")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    dtype = torch.bfloat16 if args.bf16 else None
+    bench = Bench(device, args.repeats, dtype, args.peer_dir)
+    cpu = device.type == "cpu"
+    wanted = set(args.only or ["unet", "unet-paper", "transformer", "transformer-paper", "tokens", "sample", "eval"])
+    if "unet" in wanted:
+        bench.unets([("cpu-quick", (64, 128), 1, 64)])
+    if "unet-paper" in wanted:
+        bench.unets([("paper", (256, 512), 2, 16 if cpu else 64)])
+    if "transformer" in wanted:
+        bench.transformers([("cpu-quick", 128, 4, 4, 64)])
+    if "transformer-paper" in wanted:
+        bench.transformers([("paper", 448, 12, 8, 16 if cpu else 64)])
+    if "tokens" in wanted:
+        bench.tokenizer_and_dit(64)
+    if "sample" in wanted:
+        bench.sampling(64 if cpu else 512, 256 if cpu else 1024)
+    if "eval" in wanted:
+        bench.evaluation_fraction()
+    header = {"device": str(device) if cpu else torch.cuda.get_device_name(device), "machine": platform.processor()
+              or platform.machine(), "torch": torch.__version__, "threads": args.threads,
+              "precision": "bf16 autocast" if dtype else "fp32", "matmul_peak_tflops": bench.peak / 1e12}
+    if args.time_to_emergence:
+        header["time_to_emergence"] = time_to_emergence()
+    if args.output:
+        path = Path(args.output)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"header": header, "results": bench.results}, indent=2) + "\n")
+        path.with_suffix(".md").write_text(markdown(bench.results, header))
+    print(markdown(bench.results, header))
+    return bench.results
+
+
+def time_to_emergence() -> dict[str, Any]:
+    """Train the cpu-quick U-Net preset (as the README runs it) and report when every level first reached 0.9."""
+    import tempfile
+
+    from compgen.training.runner import load_script
+
+    out = Path(tempfile.mkdtemp(prefix="emergence-"))
+    start = time.perf_counter()
+    records = load_script(REPO_ROOT / "examples" / "train_tuple_unet.py").main(
+        ["--preset", "cpu-quick", "--output_dir", str(out)]) or []
+    if not records:
+        from compgen.evaluation.tracker import read_log
+
+        records = read_log(out / "learning_dynamics.jsonl")
+    both = [r for r in records if min(r["level_accuracy"].values()) >= 0.9
+            and min(r.get("pixel_level_accuracy", r["level_accuracy"]).values()) >= 0.9]
+    return {"total_minutes": round((time.perf_counter() - start) / 60, 1),
+            "minutes_to_all_levels_0.9": round(both[0]["wall_clock_s"] / 60, 1) if both else None,
+            "step": both[0]["step"] if both else None}
+
+
+if __name__ == "__main__":
+    main()
