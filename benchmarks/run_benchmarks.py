@@ -138,7 +138,7 @@ def unet_task(widths: tuple[int, ...], layers_per_block: int):
     from diffusers import DDPMScheduler
 
     from compgen import TupleConditionedUNet2DModel, get_split_preset
-    from compgen.models.tuple_unet import shapes_continuous_concepts
+    from compgen.shapes import shapes_continuous_concepts
     from compgen.training.ddpm_task import DDPMTask
 
     space = get_split_preset("H32-train1").graph().space
@@ -152,8 +152,8 @@ def unet_task(widths: tuple[int, ...], layers_per_block: int):
 
 def token_models(hidden: int, layers: int, heads: int, batch: dict[str, torch.Tensor], jepa: bool):
     from compgen import MaskGITScheduler, MaskGITTransformer, get_split_preset
-    from compgen.models.tuple_unet import shapes_continuous_concepts
     from compgen.models.vq_tokenizer import build_vq_tokenizer
+    from compgen.shapes import shapes_continuous_concepts
     from compgen.training.maskgit_task import MaskGITTask, precompute_tokens
 
     space = get_split_preset("H32-train1").graph().space
@@ -252,8 +252,8 @@ class Bench:
         from diffusers import DDPMScheduler
 
         from compgen import TupleConditionedDiT, get_split_preset
-        from compgen.models.tuple_unet import shapes_continuous_concepts
         from compgen.models.vq_tokenizer import build_vq_tokenizer
+        from compgen.shapes import shapes_continuous_concepts
         from compgen.training.dit_task import DiTTask, latent_statistics, precompute_latents
         from compgen.training.vq_task import VQTask
 

@@ -22,10 +22,10 @@ from compgen.data.celeba import DEFAULT_TRAINING_CLASSES, CelebAConcepts, CelebA
 from compgen.data.celeba_splits import (
     CELEBA_LICENSE_SUMMARY,
     compute_split_definitions,
-    push_folder_to_hub,
     save_materialized_splits,
     save_split_definitions,
 )
+from compgen.hub import upload_folder_to_hub
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote config {args.config_name!r} to {args.output_dir}: {counts}")
     if args.push_to_hub:
         private = args.private or args.include_images
-        url = push_folder_to_hub(args.output_dir, args.push_to_hub, private=private)
+        url = upload_folder_to_hub(args.output_dir, args.push_to_hub, repo_type="dataset", private=private,
+                                   commit_message="Upload CelebA concept splits").commit_url
         print(f"pushed to {args.push_to_hub} ({'private' if private else 'public'}): {url}")
     return 0
 

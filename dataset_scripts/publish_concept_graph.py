@@ -11,9 +11,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from compgen.atomic_io import check_writable_directory
 from compgen.data.concept_graph_builder import ConceptGraphShapes
-from compgen.data.export import export_concept_graph_configs, files_to_upload, push_to_hub
-from compgen.io import check_writable_directory
+from compgen.data.export import export_concept_graph_configs, push_export_to_hub
+from compgen.hub import files_to_upload
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> None:
     for name in files:
         print(f"  {name}")
     if args.push_to_hub:
-        commit = push_to_hub(output_dir, args.push_to_hub, token=args.token)
+        commit = push_export_to_hub(output_dir, args.push_to_hub, token=args.token)
         print(f"pushed to https://huggingface.co/datasets/{args.push_to_hub} ({commit.commit_url})")
 
 

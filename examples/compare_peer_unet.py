@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from diffusers import DDPMScheduler
 from diffusers.configuration_utils import ConfigMixin, register_to_config
 from diffusers.models.modeling_utils import ModelMixin
 from diffusers.models.unets.unet_2d import UNet2DOutput
 from safetensors.torch import save_file
 
 from compgen.concepts import ConceptSpace
+from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
 from compgen.training.ddpm_task import DDPMTask
 from compgen.training.runner import load_script
 from compgen.training.script import prepare_run
@@ -139,9 +139,7 @@ def main(argv: list[str] | None = None) -> None:
         n_feat=int(args.block_out_channels.split(",")[0]),
         num_train_timesteps=int(args.num_train_timesteps or 500),
     )
-    scheduler = DDPMScheduler(num_train_timesteps=int(args.num_train_timesteps or 500), beta_start=1e-4,
-                              beta_end=0.02, beta_schedule="linear",
-                              prediction_type=args.prediction_type or "epsilon")
+    scheduler = paper_ddpm_scheduler(int(args.num_train_timesteps or 500), args.prediction_type or "epsilon")
     run.train(PeerDDPMTask(peer, scheduler, eval_inference_steps=int(args.eval_inference_steps or 20)))
 
 

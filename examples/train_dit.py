@@ -18,10 +18,10 @@ import argparse
 from pathlib import Path
 
 import torch
-from diffusers import DDPMScheduler
 
 from compgen import TupleConditionedDiT
 from compgen.models.vq_tokenizer import token_grid_size
+from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
 from compgen.training.dit_task import DiTTask, latent_statistics, precompute_latents
 from compgen.training.script import (
     VQ_PRESETS,
@@ -108,9 +108,7 @@ def main(argv: list[str] | None = None) -> None:
         latent_mean=mean,
         latent_std=std,
     )
-    # Paper A's noise schedule (T = 500, linear betas), as the U-Net's.
-    scheduler = DDPMScheduler(num_train_timesteps=args.num_train_timesteps, beta_start=1e-4, beta_end=0.02,
-                              beta_schedule="linear", prediction_type=args.prediction_type)
+    scheduler = paper_ddpm_scheduler(args.num_train_timesteps, args.prediction_type)  # the U-Net's schedule
     task = DiTTask(transformer, vqvae, scheduler, latents, eval_inference_steps=args.eval_inference_steps,
                    tokenizer_report=report)
     run.train(task)

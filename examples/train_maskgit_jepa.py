@@ -36,7 +36,8 @@ from compgen.training.script import (
 logger = logging.getLogger(__name__)
 
 PRESETS = {
-    # Paper B's scale (REFERENCE.md): a 12-layer transformer with JEPA on layers {7, 9, 11}, 7x7 tokens, codebook 256.
+    # Paper B's scale (Farid et al. 2025, Shapes2D): a 12-layer transformer, JEPA on layers {7, 9, 11}, 7x7 tokens,
+    # codebook 256.
     "paper": VQ_PRESETS["paper"] | dict(
         hidden_size=448,
         num_layers=12,

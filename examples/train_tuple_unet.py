@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import argparse
 
-from diffusers import DDPMScheduler
-
 from compgen import TupleConditionedUNet2DModel
+from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
 from compgen.training.ddpm_task import DDPMTask
 from compgen.training.script import prepare_run
 
 PRESETS = {
-    # Paper A (REFERENCE.md): width 256, Adam 1e-4 decayed linearly to 0, batch 64, 100 epochs of 5000 images.
+    # Paper A (Okawa et al. 2023, Appendix A, and its public code): width 256, Adam 1e-4 decayed linearly to 0,
+    # batch 64, 100 epochs of 5000 images.
     "paper": dict(
         block_out_channels="256,512",
         learning_rate=1e-4,
@@ -91,14 +91,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
         concept_dropout=args.concept_dropout,
         concept_modulation=args.concept_modulation,
     )
-    scheduler = DDPMScheduler(
-        num_train_timesteps=args.num_train_timesteps,
-        beta_start=1e-4,
-        beta_end=0.02,
-        beta_schedule="linear",
-        prediction_type=args.prediction_type,
-    )
-    task = DDPMTask(unet, scheduler, eval_inference_steps=args.eval_inference_steps)
+    task = DDPMTask(unet, paper_ddpm_scheduler(args.num_train_timesteps, args.prediction_type),
+                    eval_inference_steps=args.eval_inference_steps)
     return run.train(task)
 
 

@@ -40,3 +40,11 @@ def probe_cache(tmp_path_factory):
         os.environ.pop("COMPGEN_CACHE", None)
     else:
         os.environ["COMPGEN_CACHE"] = previous
+
+
+def small_training_data(name: str, cache_dir, **config):
+    """The train split (as tensors) and concept graph of a small concept-graph config built for a test."""
+    from compgen.data.concept_graph_builder import build_concept_graph_dataset
+    from compgen.data.loading import training_data_from
+
+    return training_data_from(build_concept_graph_dataset(name, cache_dir=str(cache_dir), **config))

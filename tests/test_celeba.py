@@ -340,7 +340,7 @@ def test_cnn_probes_learn_the_concepts_from_probe_train(sources, tmp_path):
         center_objects=False,
         cnn_channels=8,
     )
-    probes_module.train_probes(probes, train_images, train_concepts, epochs=15, lr=1e-2, batch_size=32)
+    probes_module.fit_probes(probes, train_images, train_concepts, epochs=15, lr=1e-2, batch_size=32)
     accuracy = (probes.predict(val_images).numpy() == val_concepts).mean(axis=0)
     # Chance is 0.5 per concept; the fixture's colors make every concept learnable.
     assert accuracy.min() >= 0.9, accuracy

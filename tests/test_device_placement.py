@@ -17,14 +17,15 @@ device-only; placing optimizer state next to its parameters is PyTorch's job.
 import pytest
 import torch
 from accelerate import Accelerator
+from conftest import small_training_data
 from diffusers import DDPMScheduler
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from compgen import MaskGITScheduler, MaskGITTransformer, TupleConditionedUNet2DModel
-from compgen.data.loading import ConceptImageData, load_training_data
-from compgen.models.tuple_unet import shapes_continuous_concepts
+from compgen.data.loading import ConceptImageData
 from compgen.models.vq_tokenizer import build_vq_tokenizer
+from compgen.shapes import shapes_continuous_concepts
 from compgen.training.ddpm_task import DDPMTask
 from compgen.training.maskgit_task import MaskGITTask, precompute_tokens
 from compgen.training.trainer import Trainer, TrainingConfig
@@ -49,7 +50,7 @@ class StrictDeviceMode(TorchDispatchMode):
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    return load_training_data("tiny-device", cache_dir=tmp_path_factory.mktemp("hf"), split_preset="H32-train1",
+    return small_training_data("tiny-device", cache_dir=tmp_path_factory.mktemp("hf"), split_preset="H32-train1",
                               images_per_class=8, test_images_per_class=2)
 
 

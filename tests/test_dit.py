@@ -17,8 +17,8 @@ from compgen import (
     TupleConditionedUNet2DModel,
     shapes_space,
 )
-from compgen.models.tuple_unet import shapes_continuous_concepts
 from compgen.models.vq_tokenizer import build_vq_tokenizer
+from compgen.shapes import shapes_continuous_concepts
 from compgen.training.ddpm_task import DDPMTask
 from compgen.training.dit_task import DiTTask, latent_statistics, precompute_latents
 from compgen.training.maskgit_task import MaskGITTask, precompute_tokens

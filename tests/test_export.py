@@ -11,7 +11,8 @@ from repo_scripts import load_repo_script
 
 from compgen.concepts import get_split_preset
 from compgen.data.concept_graph_builder import build_concept_graph_dataset
-from compgen.data.export import contact_sheet, export_datasets, files_to_upload, parquet_path
+from compgen.data.export import contact_sheet, export_datasets, parquet_path
+from compgen.hub import files_to_upload
 from compgen.quickstart import main as quickstart_main
 from compgen.shapes import render_classes
 

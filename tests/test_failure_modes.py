@@ -12,13 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import reset_accelerate_state
+from conftest import reset_accelerate_state, small_training_data
 from diffusers import DDPMScheduler
 from repo_scripts import load_repo_script
 from safetensors.torch import load_file
 
 from compgen import TupleConditionedDDPMPipeline, TupleConditionedUNet2DModel
-from compgen.data.loading import load_training_data
 from compgen.evaluation.tracker import renderer_generator
 from compgen.training.checkpoint import CheckpointError
 from compgen.training.ddpm_task import DDPMTask
@@ -33,7 +32,7 @@ class Killed(Exception):
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    return load_training_data("tiny-faults", cache_dir=tmp_path_factory.mktemp("hf"), split_preset="H32-train1",
+    return small_training_data("tiny-faults", cache_dir=tmp_path_factory.mktemp("hf"), split_preset="H32-train1",
                               images_per_class=16, test_images_per_class=2)
 
 

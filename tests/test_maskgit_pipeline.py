@@ -10,8 +10,8 @@ import torch
 from diffusers import DiffusionPipeline
 
 from compgen import MaskGITPipeline, MaskGITScheduler, MaskGITTransformer, shapes_space
-from compgen.models.tuple_unet import shapes_continuous_concepts
 from compgen.models.vq_tokenizer import build_vq_tokenizer, decode_indices, encode_to_indices, token_grid_size
+from compgen.shapes import shapes_continuous_concepts
 
 ENTRY_FILE = Path(__file__).resolve().parents[1] / "pipelines" / "maskgit.py"
 SPACE = shapes_space()

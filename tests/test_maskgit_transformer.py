@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from compgen import MaskGITTransformer, shapes_space
-from compgen.models.tuple_unet import shapes_continuous_concepts
+from compgen.shapes import shapes_continuous_concepts
 
 SPACE = shapes_space()
 

@@ -9,8 +9,8 @@ from compgen.evaluation.probes import (
     ConceptProbes,
     default_probes_cache,
     default_shapes_probes,
+    fit_probes,
     render_probe_data,
-    train_probes,
 )
 from compgen.evaluation.tracker import renderer_generator
 
@@ -25,7 +25,7 @@ def linear_probes():
     torch.manual_seed(0)
     probes = ConceptProbes(GRAPH.space.to_dict(), image_size=28, probe_type="linear")
     data = render_probe_data(GRAPH, images_per_class=600, seed=1)
-    validation = train_probes(probes, data.images, data.concepts, seed=0)
+    validation = fit_probes(probes, data.images, data.concepts, seed=0)
     return probes, validation
 
 
@@ -74,7 +74,7 @@ def test_cnn_probe_trains_on_a_small_set():
     torch.manual_seed(0)
     probes = ConceptProbes(GRAPH.space.to_dict(), probe_type="cnn", cnn_channels=8)
     data = render_probe_data(GRAPH, images_per_class=100, seed=2)
-    validation = train_probes(probes, data.images, data.concepts, epochs=8, lr=3e-3, val_fraction=0.2)
+    validation = fit_probes(probes, data.images, data.concepts, epochs=8, lr=3e-3, val_fraction=0.2)
     assert validation["color"] >= 0.95 and validation["size"] >= 0.85 and validation["shape"] > 0.55
     logits = probes(torch.rand(2, 3, 28, 28))
     assert [tuple(v.shape) for v in logits.values()] == [(2, 2), (2, 2), (2, 2)]
@@ -106,7 +106,7 @@ def test_background_subtraction_and_isolation_survive_save_and_load(tmp_path):
     probes = ConceptProbes(GRAPH.space.to_dict(), probe_type="cnn", cnn_channels=8, subtract_background=True,
                            isolate_object=True)
     data = render_probe_data(GRAPH, images_per_class=20, seed=2)
-    train_probes(probes, data.images, data.concepts, epochs=2, augmentation=ProbeAugmentation())
+    fit_probes(probes, data.images, data.concepts, epochs=2, augmentation=ProbeAugmentation())
     probes.save_pretrained(tmp_path / "probes")
     loaded = ConceptProbes.from_pretrained(tmp_path / "probes")
     assert loaded.config.subtract_background and loaded.config.isolate_object

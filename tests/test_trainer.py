@@ -5,12 +5,11 @@ import json
 import numpy as np
 import pytest
 import torch
-from conftest import reset_accelerate_state
+from conftest import reset_accelerate_state, small_training_data
 from diffusers import DDPMScheduler
 from safetensors.torch import load_file
 
 from compgen import TupleConditionedDDPMPipeline, TupleConditionedUNet2DModel
-from compgen.data.loading import load_training_data
 from compgen.evaluation.tracker import renderer_generator
 from compgen.hub import files_to_upload
 from compgen.training.ddpm_task import DDPMTask
@@ -23,7 +22,7 @@ pytestmark = pytest.mark.usefixtures("fresh_accelerator_state")
 @pytest.fixture(scope="module")
 def small_data(tmp_path_factory):
     cache = tmp_path_factory.mktemp("hf-cache")
-    return load_training_data("tiny-h32", cache_dir=cache, split_preset="H32-train1", images_per_class=32,
+    return small_training_data("tiny-h32", cache_dir=cache, split_preset="H32-train1", images_per_class=32,
                               test_images_per_class=4)
 
 
@@ -129,3 +128,27 @@ def test_evaluation_log_model_card_and_push_list(small_data, tmp_path):
     assert {"README.md", "model_index.json", "learning_dynamics.jsonl", "learning_dynamics.png",
             "scheduler/scheduler_config.json", "unet/config.json", "unet/diffusion_pytorch_model.safetensors"} <= set(
         uploaded)
+
+
+def test_v_prediction_target_is_diffusers_velocity_and_the_closed_form():
+    """The v target the documented results depend on: v = sqrt(a_t) eps - sqrt(1 - a_t) x0 (Salimans & Ho 2022)."""
+    from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
+
+    class Zero(torch.nn.Module):
+        config = type("Config", (), {"conditioning": "quantized", "concept_dropout": 0.0})()
+
+        def forward(self, sample, timesteps, concepts, concept_values=None, drop_mask=None):
+            return type("Out", (), {"sample": torch.zeros_like(sample)})()
+
+    scheduler = paper_ddpm_scheduler(prediction_type="v_prediction")
+    task = DDPMTask(Zero(), scheduler)
+    images = torch.rand(6, 3, 28, 28) * 2 - 1
+    batch = {"images": images, "concepts": torch.zeros(6, 3, dtype=torch.long)}
+    loss, _ = task.compute_loss(task.model, batch, torch.Generator().manual_seed(5), 0)
+    draws = torch.Generator().manual_seed(5)
+    noise = torch.randn(images.shape, generator=draws)
+    timesteps = torch.randint(0, 500, (6,), generator=draws)
+    alpha_bar = scheduler.alphas_cumprod[timesteps].view(-1, 1, 1, 1)
+    closed_form = alpha_bar.sqrt() * noise - (1 - alpha_bar).sqrt() * images
+    torch.testing.assert_close(scheduler.get_velocity(images, noise, timesteps), closed_form)
+    torch.testing.assert_close(loss, closed_form.pow(2).mean())  # the model predicted 0: the loss is |v|^2

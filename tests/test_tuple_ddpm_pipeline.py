@@ -10,9 +10,10 @@ import torch
 from diffusers import DDIMScheduler, DDPMScheduler, DiffusionPipeline, EulerDiscreteScheduler
 
 from compgen import shapes_space
-from compgen.models.tuple_unet import TupleConditionedUNet2DModel, shapes_continuous_concepts
-from compgen.pipelines.conditioning import parse_concept_prompts, prepare_concept_conditioning
+from compgen.models.tuple_unet import TupleConditionedUNet2DModel
+from compgen.pipelines.concept_inputs import parse_concept_prompts, prepare_concept_inputs
 from compgen.pipelines.tuple_ddpm import TupleConditionedDDPMPipeline, paper_ddpm_scheduler
+from compgen.shapes import shapes_continuous_concepts
 
 SPACE = shapes_space()
 ENTRY_FILE = Path(__file__).resolve().parents[1] / "pipelines" / "tuple_ddpm.py"
@@ -58,13 +59,13 @@ def test_conditioning_batch_with_guidance_appends_the_null_half():
     unet = make_pipeline(concept_dropout=0.1, conditioning="full",
                          continuous_concepts=shapes_continuous_concepts(SPACE)).unet
     values = torch.tensor([[0.9, 0.1, 0.1, 2.7], [0.1, 0.1, 0.9, 1.6]])
-    plain = prepare_concept_conditioning(unet, ["000", "111"], num_images_per_prompt=2, concept_values=values)
+    plain = prepare_concept_inputs(unet, ["000", "111"], num_images_per_prompt=2, concept_values=values)
     assert plain.batch_size == 4 and not plain.do_classifier_free_guidance
     assert plain.concepts.tolist() == [[0, 0, 0], [0, 0, 0], [1, 1, 1], [1, 1, 1]]
     assert not plain.drop_mask.any()
     torch.testing.assert_close(plain.concept_values, values.repeat_interleave(2, dim=0))
 
-    guided = prepare_concept_conditioning(unet, ["000", "111"], 2, guidance_scale=3.0, concept_values=values)
+    guided = prepare_concept_inputs(unet, ["000", "111"], 2, guidance_scale=3.0, concept_values=values)
     assert guided.batch_size == 4 and guided.do_classifier_free_guidance
     assert torch.equal(guided.concepts, torch.cat([plain.concepts, plain.concepts]))
     assert guided.drop_mask.tolist() == [[False] * 3] * 4 + [[True] * 3] * 4
@@ -72,9 +73,9 @@ def test_conditioning_batch_with_guidance_appends_the_null_half():
     assert set(guided.model_kwargs) == {"concepts", "concept_values", "drop_mask"}
 
     no_null = make_pipeline().unet
-    assert prepare_concept_conditioning(no_null, "111").drop_mask is None
+    assert prepare_concept_inputs(no_null, "111").drop_mask is None
     with pytest.raises(ValueError, match="concept_dropout > 0"):
-        prepare_concept_conditioning(no_null, "111", guidance_scale=2.0)
+        prepare_concept_inputs(no_null, "111", guidance_scale=2.0)
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,8 @@ import torch
 
 from compgen import shapes_space
 from compgen.models.concept_embedding import ConceptEmbedding
-from compgen.models.tuple_unet import TupleConditionedUNet2DModel, shapes_continuous_concepts
+from compgen.models.tuple_unet import TupleConditionedUNet2DModel
+from compgen.shapes import shapes_continuous_concepts
 
 SPACE = shapes_space()
 TINY = {"block_out_channels": (8, 16), "layers_per_block": 1}

@@ -12,9 +12,10 @@ from pathlib import Path
 
 from PIL import Image
 
+from .atomic_io import atomic_write_bytes
 from .data.concept_graph_builder import build_concept_graph_dataset
-from .data.export import contact_sheet, export_datasets, files_to_upload
-from .io import atomic_write_bytes
+from .data.export import contact_sheet, export_datasets
+from .hub import files_to_upload
 
 DEFAULT_CONFIG = "okawa-h32-train1"
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .concepts import COLORS, SHAPES, ConceptLike, ConceptSpace
+from .concepts import COLORS, SHAPES, ConceptLike, ConceptSpace, ConceptSpaceLike
 
 # Canonical class values. Colors as Paper A's code (red, blue, green); size is the object's
 # scale in Paper A's renderer units (large 2.7, small 1.6), drawn as circumradius = scale * image_size / 10.
@@ -88,11 +88,25 @@ def check_space(space: ConceptSpace) -> None:
             raise ValueError(f"the shapes renderer cannot draw {name} values {unknown}")
 
 
+def shapes_continuous_concepts(space: ConceptSpaceLike) -> dict[str, list[list[float]]]:
+    """Canonical continuous value of every class, per continuous variable: RGB per colour, scale per size.
+
+    These are the ``continuous_concepts`` tables of every concept-conditioned model under ``full`` conditioning
+    (Okawa et al. 2023: training conditions on each image's exact values, the dataset's ``color_rgb`` and
+    ``size_value`` columns; sampling on these class values)."""
+    space = ConceptSpace.from_dict(space)
+    return {
+        "color": [list(COLOR_RGB[value]) for value in space.variable("color").values],
+        "size": [[SIZE_SCALE[value]] for value in space.variable("size").values],
+    }
+
+
 def class_values(space: ConceptSpace, concepts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Canonical (no jitter) RGB ``(N, 3)`` and scale ``(N,)`` of each class: the test-time conditioning."""
     concepts = np.asarray(concepts, dtype=np.int64).reshape(-1, space.num_variables)
-    colors = np.array([COLOR_RGB[v] for v in space.variable("color").values], dtype=np.float32)
-    scales = np.array([SIZE_SCALE[v] for v in space.variable("size").values], dtype=np.float32)
+    table = shapes_continuous_concepts(space)
+    colors = np.array(table["color"], dtype=np.float32)
+    scales = np.array([row[0] for row in table["size"]], dtype=np.float32)
     return colors[concepts[:, 1]], scales[concepts[:, 2]]
 
 

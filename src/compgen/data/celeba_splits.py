@@ -18,8 +18,7 @@ from typing import Any
 import datasets
 from huggingface_hub import DatasetCard, DatasetCardData
 
-from .. import hub
-from ..io import atomic_write_bytes, atomic_write_text
+from ..atomic_io import atomic_write_bytes, atomic_write_text
 from .celeba import (
     PARTITION_NAMES,
     SPLIT_PARTITIONS,
@@ -207,13 +206,6 @@ def save_materialized_splits(
     )
 
 
-def push_folder_to_hub(folder: str | os.PathLike, repo_id: str, private: bool, token: str | None = None) -> str:
-    """Upload a folder written by :func:`write_hub_layout` as a dataset repository; returns the commit URL."""
-    info = hub.upload_folder_to_hub(folder, repo_id, repo_type="dataset", token=token, private=private,
-                                    commit_message="Upload CelebA concept splits")
-    return str(info.commit_url)
-
-
 def materialize_split_definitions(
     definitions: str | os.PathLike,
     data_dir: str | None = None,
@@ -248,7 +240,6 @@ __all__ = [
     "definitions_card_text",
     "hub_data_dir",
     "materialize_split_definitions",
-    "push_folder_to_hub",
     "save_materialized_splits",
     "save_split_definitions",
     "split_definitions_dataset",

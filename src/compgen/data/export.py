@@ -26,8 +26,8 @@ from huggingface_hub import CommitInfo, DatasetCard, DatasetCardData
 from PIL import Image, ImageDraw, ImageFont
 
 from .. import hub
+from ..atomic_io import atomic_directory, check_writable_directory
 from ..concepts import ConceptGraph
-from ..io import atomic_directory, check_writable_directory
 from ..shapes import ShapesBatch
 from .concept_graph_builder import ConceptGraphShapesConfig, build_concept_graph_dataset
 
@@ -270,15 +270,7 @@ def _as_pil(image: Any) -> Image.Image:
     raise ValueError(f"cannot read image {type(image).__name__}")
 
 
-def files_to_upload(export_dir: str | os.PathLike) -> list[str]:
-    """Exactly the files :func:`push_to_hub` uploads: every file under ``export_dir`` except hidden ones, sorted."""
-    root = Path(export_dir)
-    if not (root / "README.md").is_file():
-        raise ValueError(f"{root} is not a dataset export: README.md is missing")
-    return hub.files_to_upload(root)
-
-
-def push_to_hub(
+def push_export_to_hub(
     export_dir: str | os.PathLike,
     repo_id: str,
     token: str | None = None,
@@ -290,7 +282,9 @@ def push_to_hub(
     Files of the exported configs that are no longer part of the export are deleted from the repo, as
     ``DatasetDict.push_to_hub`` does for a config's data directory.
     """
-    files = files_to_upload(export_dir)
+    if not (Path(export_dir) / "README.md").is_file():
+        raise ValueError(f"{export_dir} is not a dataset export: README.md is missing")
+    files = hub.files_to_upload(export_dir)
     config_dirs = sorted({name.split("/")[0] for name in files if name.endswith(".parquet")})
     return hub.upload_folder_to_hub(
         export_dir,

@@ -12,7 +12,6 @@ recovered from the dataset's ``ClassLabel`` columns so that nothing about the da
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,8 +23,30 @@ from ..concepts import ConceptGraph, ConceptSpace, ConceptVariable
 CELEBA_SOURCE = "celeba"
 """Source name of the CelebA concept splits; a local directory called ``celeba`` is read as ``./celeba``."""
 
-CONTINUOUS_COLUMNS: dict[str, str] = {"color": "color_rgb", "size": "size_value"}
-"""Concept variable -> dataset column holding its exact per-image value ("full information" conditioning)."""
+def continuous_columns(features, space: ConceptSpace) -> dict[str, str]:
+    """Concept variable -> the dataset column holding its exact per-image value ("full information" conditioning).
+
+    The convention: a float column (or a sequence of floats) named ``<variable>_<anything>`` beside the variable's
+    ``ClassLabel`` column, e.g. ``color_rgb`` and ``size_value`` in the shapes data; CelebA has none. More than one
+    such column for a variable is an error (which one would be meant?).
+    """
+    from datasets import Sequence, Value
+
+    def is_float(feature) -> bool:
+        inner = feature.feature if isinstance(feature, Sequence) else getattr(feature, "feature", feature)
+        if isinstance(feature, list) and feature:
+            inner = feature[0]
+        return isinstance(inner, Value) and inner.dtype.startswith("float")
+
+    found: dict[str, str] = {}
+    for name in space.names:
+        matches = [column for column, feature in features.items()
+                   if column.startswith(f"{name}_") and is_float(feature)]
+        if len(matches) > 1:
+            raise ValueError(f"columns {matches} all look like the continuous value of {name!r}; keep one")
+        if matches:
+            found[name] = matches[0]
+    return found
 
 
 @dataclass
@@ -95,10 +116,11 @@ def load_concept_dataset(source: str, config_name: str | None = None, cache_dir:
     )
 
 
-def to_tensors(dataset, continuous_columns: dict[str, str] | None = None) -> ConceptImageData:
-    """Decode a ``datasets.Dataset`` split into :class:`ConceptImageData` (images decoded once, in order)."""
-    continuous_columns = CONTINUOUS_COLUMNS if continuous_columns is None else continuous_columns
+def to_tensors(dataset) -> ConceptImageData:
+    """Decode a ``datasets.Dataset`` split into :class:`ConceptImageData` (images decoded once, in order), with the
+    per-image continuous concept values of :func:`continuous_columns` in variable order."""
     space = concept_space_from_features(dataset.features)
+    columns = continuous_columns(dataset.features, space)
     if len(dataset) == 0:
         raise ValueError("the dataset split is empty")
     formatted = dataset.with_format("numpy")
@@ -109,24 +131,10 @@ def to_tensors(dataset, continuous_columns: dict[str, str] | None = None) -> Con
     concepts = np.stack([np.asarray(formatted[name], dtype=np.int64) for name in space.names], axis=1)
     value_parts = []
     for name in space.names:
-        column = continuous_columns.get(name)
-        if column and column in dataset.column_names:
-            value_parts.append(np.asarray(formatted[column], dtype=np.float32).reshape(len(dataset), -1))
+        if name in columns:
+            value_parts.append(np.asarray(formatted[columns[name]], dtype=np.float32).reshape(len(dataset), -1))
     values = torch.from_numpy(np.concatenate(value_parts, axis=1)) if value_parts else None
     return ConceptImageData(space, torch.from_numpy(np.ascontiguousarray(images)), torch.from_numpy(concepts), values)
-
-
-def load_training_data(
-    source: str,
-    config_name: str | None = None,
-    split: str = "train",
-    cache_dir: str | os.PathLike | None = None,
-    **overrides,
-) -> tuple[ConceptImageData, ConceptGraph]:
-    """Load ``split`` as tensors and the concept graph (nodes = classes of the ``test`` split when present)."""
-    cache = str(cache_dir) if cache_dir else None
-    dataset_dict = load_concept_dataset(source, config_name, cache_dir=cache, **overrides)
-    return training_data_from(dataset_dict, split)
 
 
 def training_data_from(dataset_dict, split: str = "train") -> tuple[ConceptImageData, ConceptGraph]:

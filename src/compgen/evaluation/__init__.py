@@ -1,7 +1,7 @@
 """compgen.evaluation: concept probes, compositional accuracy metrics, learning-dynamics tracking and plots.
 
-``train_probes`` (the function) lives in :mod:`compgen.evaluation.probes`; ``compgen.evaluation.train_probes``
-is the command-line module.
+``fit_probes`` (fit probes to labelled images) lives in :mod:`compgen.evaluation.probes`;
+``python -m compgen.evaluation.train_probes`` is the command that trains and saves probes.
 """
 
 from .metrics import (

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..io import atomic_write_text
+from ..atomic_io import atomic_write_text
 from .plots import level_color, save_figure, subplots
 
 Records = Sequence[dict[str, Any]]

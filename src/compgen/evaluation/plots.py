@@ -18,8 +18,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from ..atomic_io import atomic_write_bytes  # noqa: E402
 from ..concepts import ConceptGraph  # noqa: E402
-from ..io import atomic_write_bytes  # noqa: E402
 from .tracker import graph_from_record, read_log  # noqa: E402
 
 LEVEL_COLORS = {0: "#56C1FF", 1: "#FF95CA", 2: "#ED220D", 3: "#8E44AD"}

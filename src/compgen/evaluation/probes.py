@@ -24,8 +24,9 @@ from diffusers.models.modeling_utils import ModelMixin
 from torch import nn
 from tqdm.auto import tqdm
 
+from ..atomic_io import atomic_directory
 from ..concepts import ConceptGraph, ConceptSpace
-from ..io import atomic_directory
+from ..eval_mode import eval_mode
 from .corruptions import ProbeAugmentation
 from .preprocessing import ImageInput, center_objects, estimate_background, to_float_images
 
@@ -130,14 +131,12 @@ class ConceptProbes(ModelMixin, ConfigMixin):
     @torch.no_grad()
     def predict_proba(self, images: ImageInput, batch_size: int = 512) -> list[torch.Tensor]:
         """Class probabilities per concept, a list of ``(N, k_v)`` tensors in variable order (on CPU)."""
-        was_training = self.training
-        self.eval()
         chunks: list[list[torch.Tensor]] = [[] for _ in self.space.variables]
-        for start in range(0, len(images), batch_size):
-            logits = self(to_float_images(images[start : start + batch_size]))
-            for j, name in enumerate(self.space.names):
-                chunks[j].append(logits[name].float().softmax(dim=-1).cpu())
-        self.train(was_training)
+        with eval_mode(self):
+            for start in range(0, len(images), batch_size):
+                logits = self(to_float_images(images[start : start + batch_size]))
+                for j, name in enumerate(self.space.names):
+                    chunks[j].append(logits[name].float().softmax(dim=-1).cpu())
         if not chunks[0]:
             return [torch.zeros(0, k) for k in self.space.cardinalities]
         return [torch.cat(c) for c in chunks]
@@ -148,7 +147,7 @@ class ConceptProbes(ModelMixin, ConfigMixin):
         return torch.stack([p.argmax(dim=-1) for p in probabilities], dim=1)
 
 
-def train_probes(
+def fit_probes(
     probes: ConceptProbes,
     images: ImageInput,
     concepts: np.ndarray | torch.Tensor,
@@ -284,13 +283,13 @@ def train_shapes_probes(
                                isolate_object=True)
         data = render_probe_data(space, images_per_class, image_size=image_size, seed=seed + 10_000,
                                  color_jitter=PAPER_COLOR_JITTER, size_jitter=PAPER_SIZE_JITTER)
-        accuracy = train_probes(probes, data.images, data.concepts, val_fraction=val_fraction, epochs=epochs or 20,
+        accuracy = fit_probes(probes, data.images, data.concepts, val_fraction=val_fraction, epochs=epochs or 20,
                                 lr=lr or 3e-3, batch_size=batch_size, seed=seed, augmentation=ProbeAugmentation(),
                                 progress=progress)
     else:
         probes = ConceptProbes(space.to_dict(), image_size=image_size, probe_type="linear")
         data = render_probe_data(space, images_per_class, image_size=image_size, seed=seed + 10_000)
-        accuracy = train_probes(probes, data.images, data.concepts, val_fraction=val_fraction, epochs=epochs or 30,
+        accuracy = fit_probes(probes, data.images, data.concepts, val_fraction=val_fraction, epochs=epochs or 30,
                                 lr=lr or 1e-2, batch_size=batch_size, seed=seed, progress=progress)
     return probes.eval(), accuracy
 

@@ -17,9 +17,10 @@ import numpy as np
 import torch
 from diffusers import VQModel
 
+from ..atomic_io import atomic_write_text
 from ..concepts import ConceptGraph
+from ..eval_mode import eval_mode
 from ..images import signed_to_uint8, uint8_to_signed
-from ..io import atomic_write_text
 from ..models.vq_tokenizer import decode_indices, encode_to_indices
 from .metrics import multiplicative_accuracy
 from .probes import ConceptProbes
@@ -31,13 +32,11 @@ RECONSTRUCTION_REPORT_NAME = "vq_reconstruction.json"
 @torch.no_grad()
 def reconstruct(vqvae: VQModel, images: np.ndarray | torch.Tensor, batch_size: int = 256) -> np.ndarray:
     """Encode uint8 ``(N, H, W, 3)`` images to tokens and decode them again (uint8, same shape)."""
-    was_training = vqvae.training
-    vqvae.eval()
     outputs = []
-    for start in range(0, len(images), batch_size):
-        batch = uint8_to_signed(images[start : start + batch_size]).to(vqvae.device)
-        outputs.append(signed_to_uint8(decode_indices(vqvae, encode_to_indices(vqvae, batch))))
-    vqvae.train(was_training)
+    with eval_mode(vqvae):
+        for start in range(0, len(images), batch_size):
+            batch = uint8_to_signed(images[start : start + batch_size]).to(vqvae.device)
+            outputs.append(signed_to_uint8(decode_indices(vqvae, encode_to_indices(vqvae, batch))))
     return np.concatenate(outputs) if outputs else np.zeros((0, *tuple(images.shape[1:])), dtype=np.uint8)
 
 

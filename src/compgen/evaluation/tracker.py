@@ -14,14 +14,14 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..atomic_io import atomic_write_bytes
 from ..concepts import ConceptGraph, ConceptSpace, concept_distance
-from ..io import atomic_write_bytes
 from .metrics import (
     additive_accuracy,
     chance_accuracy,
@@ -37,8 +37,9 @@ from .scoring import ImageScorer
 
 logger = logging.getLogger(__name__)
 
-Generator = Callable[[list[str], int], np.ndarray]
-"""``generate(concepts, seed) -> uint8 (N, H, W, 3)``: one image per class string of ``concepts``."""
+SampleFunction = Callable[[list[str], int], np.ndarray]
+"""``generate(concepts, seed) -> uint8 (N, H, W, 3)``: one image per class string of ``concepts`` (a model's sampler, or
+the renderer for reference runs). Not to be confused with the ``torch.Generator`` arguments elsewhere."""
 
 
 class LearningDynamicsTracker:
@@ -97,7 +98,7 @@ class LearningDynamicsTracker:
         self._start = time.perf_counter()
 
     def evaluate(
-        self, generate: Generator, step: int, images_seen: int | None = None, accelerator: Any = None
+        self, generate: SampleFunction, step: int, images_seen: int | None = None, accelerator: Any = None
     ) -> dict[str, Any]:
         """Generate, score and log one evaluation; returns the record (also appended to ``self.records``)."""
         eval_start = time.perf_counter()
@@ -239,7 +240,7 @@ def graph_from_record(record: dict[str, Any]) -> ConceptGraph:
     return ConceptGraph(space, record["training_classes"], nodes=list(record["levels"]))
 
 
-def renderer_generator(space: ConceptSpace, image_size: int = 28) -> Generator:
+def renderer_generator(space: ConceptSpace, image_size: int = 28) -> SampleFunction:
     """A "perfect generator": the shapes renderer itself at the canonical class values (no jitter)."""
     from ..shapes import RenderConfig, render_classes
 
@@ -251,7 +252,7 @@ def renderer_generator(space: ConceptSpace, image_size: int = 28) -> Generator:
     return generate
 
 
-def memorizing_generator(graph: ConceptGraph, image_size: int = 28) -> Generator:
+def memorizing_generator(graph: ConceptGraph, image_size: int = 28) -> SampleFunction:
     """A generator that only memorized its training data: it renders the nearest training class instead."""
     render = renderer_generator(graph.space, image_size)
     nearest = {
@@ -261,17 +262,5 @@ def memorizing_generator(graph: ConceptGraph, image_size: int = 28) -> Generator
 
     def generate(concepts: list[str], seed: int) -> np.ndarray:
         return render([nearest[graph.format(c)] for c in concepts], seed)
-
-    return generate
-
-
-def noisy_generator(base: Generator, noise_std: float, noise_seed: int = 0) -> Generator:
-    """Wrap a generator to add Gaussian pixel noise of ``noise_std`` (in [0, 1] units); for stand-in runs."""
-
-    def generate(concepts: Sequence[str], seed: int) -> np.ndarray:
-        images = base(list(concepts), seed).astype(np.float32) / 255.0
-        rng = np.random.default_rng(noise_seed)
-        noisy = np.clip(images + rng.normal(0.0, noise_std, images.shape).astype(np.float32), 0.0, 1.0)
-        return np.rint(noisy * 255.0).astype(np.uint8)
 
     return generate

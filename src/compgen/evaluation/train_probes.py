@@ -27,12 +27,12 @@ from typing import Any
 
 import torch
 
+from ..atomic_io import atomic_directory, check_writable_directory
 from ..cli import add_celeba_arguments, celeba_builder_options
 from ..concepts import get_split_preset
 from ..data.loading import CELEBA_SOURCE, ConceptImageData, load_concept_dataset, split_tensors
-from ..io import atomic_directory, check_writable_directory
 from .corruptions import ProbeAugmentation
-from .probes import PROBE_TYPES, ConceptProbes, train_probes, train_shapes_probes
+from .probes import PROBE_TYPES, ConceptProbes, fit_probes, train_shapes_probes
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def train_cnn_probes(
     # train_probes holds out a random part of its input; the reported number is the separate probe_val split.
     # Photometric corruptions (brightness, contrast, saturation, noise, blur) keep generated faces' rendering
     # quality from deciding the verdict.
-    train_probes(probes, train_data.images, train_data.concepts, val_fraction=0.05, epochs=epochs, lr=lr,
+    fit_probes(probes, train_data.images, train_data.concepts, val_fraction=0.05, epochs=epochs, lr=lr,
                  batch_size=batch_size, seed=seed, progress=progress, augmentation=ProbeAugmentation(layered=False))
     return probes.eval(), probe_accuracy(probes, val_data)
 

@@ -95,7 +95,7 @@ class ConceptEmbedding(nn.Module):
             raise ValueError(f"concepts must be integer class indices, got dtype {concepts.dtype}")
         if concepts.device.type != "cpu":
             # The value check reads the data, a host synchronisation on an accelerator at every step: there, the
-            # pipelines (prepare_concept_conditioning) and the datasets (ClassLabel columns) validate indices.
+            # pipelines (prepare_concept_inputs) and the datasets (ClassLabel columns) validate indices.
             return
         out_of_range = (concepts < 0) | (concepts >= self.cardinalities)
         if out_of_range.any():

@@ -1,4 +1,4 @@
-"""The JEPA auxiliary objective for MaskGIT (Paper B, Farid et al. 2025; REFERENCE.md).
+"""The JEPA auxiliary objective for MaskGIT (Paper B: Farid et al. 2025, "What Drives Compositional Generalization").
 
 The *context* branch is the MaskGIT transformer on the masked tokens. The *target* branch is an EMA copy of the
 same transformer fed the full, unmasked tokens with the same conditioning, under stop-gradient

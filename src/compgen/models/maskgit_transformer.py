@@ -3,7 +3,7 @@
 Conditioning design: **concept tokens**. Each concept variable is embedded by its own table (or, in ``full`` mode,
 by an MLP on its continuous value, :class:`ConceptEmbedding`) and the V embeddings are prepended to the image
 tokens as V extra sequence positions. We chose tokens over adaLN because (i) it is what the public Shapes2D code of
-Paper B's co-author does (REFERENCE.md), so results stay comparable; (ii) adaLN must first *sum* the concept
+Paper B's co-author does (Farid et al. 2025), so results stay comparable; (ii) adaLN must first *sum* the concept
 embeddings into one modulation vector, whereas tokens keep every concept a separate key that attention can read
 on its own, the factorized access a compositional model should be able to use; and (iii) the JEPA target encoder
 then sees the conditioning exactly as the online model does, through the same attention layers.

@@ -20,23 +20,7 @@ from diffusers.models.modeling_utils import ModelMixin
 from diffusers.models.unets.unet_2d import UNet2DOutput
 from torch import nn
 
-from ..concepts import ConceptSpace, ConceptSpaceLike
-from ..shapes import COLOR_RGB, SIZE_SCALE
 from .concept_embedding import ConceptConditionedMixin, ConceptEmbedding
-
-
-def shapes_continuous_concepts(space: ConceptSpaceLike) -> dict[str, list[list[float]]]:
-    """Canonical continuous values of the shapes space for ``full`` conditioning: RGB per color, scale per size.
-
-    The rows match the data's per-image ``rgb`` (3 floats) and ``size`` (1 float), so training conditions on
-    ``torch.cat([rgb, size[:, None]], dim=1)`` and sampling on these class values.
-    """
-    space = ConceptSpace.from_dict(space)
-    return {
-        "color": [list(COLOR_RGB[value]) for value in space.variable("color").values],
-        "size": [[SIZE_SCALE[value]] for value in space.variable("size").values],
-    }
-
 
 CONCEPT_MODULATIONS = ("multiply", "film", "add")
 
@@ -105,8 +89,8 @@ class TupleConditionedUNet2DModel(ModelMixin, ConfigMixin, ConceptConditionedMix
         norm_num_groups: GroupNorm groups; every entry of ``block_out_channels`` must be divisible by it.
         conditioning: ``"quantized"`` (class index per variable) or ``"full"`` (per-image continuous values for
             the variables in ``continuous_concepts``, class indices for the rest).
-        continuous_concepts: Canonical value per class of each continuous variable (see
-            :func:`shapes_continuous_concepts`); required in ``full`` mode, ignored in ``quantized`` mode.
+        continuous_concepts: Canonical value per class of each continuous variable (for the shapes data
+            :func:`compgen.shapes.shapes_continuous_concepts`); required in ``full`` mode, ignored in ``quantized``.
         concept_dropout: Probability of replacing each concept's embedding by its learned null during training.
             When > 0 the model has null embeddings, which enables classifier-free guidance.
         concept_modulation: How the summed concept embedding ``e`` enters each decoder stage with the time embedding

@@ -1,7 +1,7 @@
 """A diffusers :class:`~diffusers.VQModel` sized for the 28x28 / 32x32 shapes images, and token helpers.
 
 Downsampling 4 (three encoder stages, two of them halving) gives a 7x7 grid for 28 px and 8x8 for 32 px, with a
-256-entry codebook, the tokenizer of Paper B's Shapes2D setting (REFERENCE.md).
+256-entry codebook, the tokenizer of Paper B's Shapes2D setting (Farid et al. 2025).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from diffusers.pipelines.pipeline_utils import DiffusionPipeline, ImagePipelineO
 from ..models.maskgit_transformer import MaskGITTransformer
 from ..models.vq_tokenizer import decode_indices
 from ..schedulers.scheduling_maskgit import MaskGITScheduler
-from .conditioning import OUTPUT_TYPES, ConceptPrompts, prepare_concept_conditioning
+from .concept_inputs import OUTPUT_TYPES, ConceptPrompts, prepare_concept_inputs
 
 
 class MaskGITPipeline(DiffusionPipeline):
@@ -74,18 +74,18 @@ class MaskGITPipeline(DiffusionPipeline):
         if output_type not in OUTPUT_TYPES:
             raise ValueError(f"output_type must be one of {OUTPUT_TYPES}, got {output_type!r}")
         device = self._execution_device
-        conditioning = prepare_concept_conditioning(
+        inputs = prepare_concept_inputs(
             self.transformer, concepts, num_images_per_prompt, guidance_scale, concept_values, device=device
         )
 
-        batch_size = conditioning.batch_size
+        batch_size = inputs.batch_size
         grid = self.transformer.config.grid_size
         tokens = torch.full((batch_size, grid * grid), self.transformer.mask_token_id, dtype=torch.long, device=device)
         self.scheduler.set_timesteps(num_inference_steps, temperature=temperature, device=device)
         for t in self.progress_bar(self.scheduler.timesteps):
-            model_input = torch.cat([tokens, tokens]) if conditioning.do_classifier_free_guidance else tokens
-            logits = self.transformer(model_input, **conditioning.model_kwargs).logits
-            if conditioning.do_classifier_free_guidance:
+            model_input = torch.cat([tokens, tokens]) if inputs.do_classifier_free_guidance else tokens
+            logits = self.transformer(model_input, **inputs.model_kwargs).logits
+            if inputs.do_classifier_free_guidance:
                 cond, null = logits.chunk(2)
                 logits = null + guidance_scale * (cond - null)
             tokens = self.scheduler.step(logits, t, tokens, generator=generator).prev_sample

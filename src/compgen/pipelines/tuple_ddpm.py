@@ -12,17 +12,18 @@ from diffusers.schedulers.scheduling_utils import SchedulerMixin
 from diffusers.utils.torch_utils import randn_tensor
 
 from ..models.tuple_unet import TupleConditionedUNet2DModel
-from .conditioning import OUTPUT_TYPES, ConceptPrompts, prepare_concept_conditioning
+from .concept_inputs import OUTPUT_TYPES, ConceptPrompts, prepare_concept_inputs
 
 
-def paper_ddpm_scheduler(num_train_timesteps: int = 500) -> DDPMScheduler:
-    """Paper A's noise schedule: DDPM, T = 500, linear betas 1e-4 .. 0.02, epsilon prediction."""
+def paper_ddpm_scheduler(num_train_timesteps: int = 500, prediction_type: str = "epsilon") -> DDPMScheduler:
+    """Paper A's noise schedule: DDPM, T = 500, linear betas 1e-4 .. 0.02; epsilon prediction as the paper (or
+    ``v_prediction`` / ``sample``). Every compgen diffusion model (U-Net, DiT) trains on it."""
     return DDPMScheduler(
         num_train_timesteps=num_train_timesteps,
         beta_start=1e-4,
         beta_end=0.02,
         beta_schedule="linear",
-        prediction_type="epsilon",
+        prediction_type=prediction_type,
     )
 
 
@@ -79,22 +80,22 @@ class TupleConditionedDDPMPipeline(DiffusionPipeline):
             raise ValueError(f"num_inference_steps must be a positive integer (or None for every training step), "
                              f"got {num_inference_steps!r}")
         device = self._execution_device
-        conditioning = prepare_concept_conditioning(
+        inputs = prepare_concept_inputs(
             self.unet, concepts, num_images_per_prompt, guidance_scale, concept_values, device=device
         )
 
         config = self.unet.config
-        image_shape = (conditioning.batch_size, config.in_channels, config.sample_size, config.sample_size)
+        image_shape = (inputs.batch_size, config.in_channels, config.sample_size, config.sample_size)
         image = randn_tensor(image_shape, generator=generator, device=device, dtype=self.unet.dtype)
         image = image * self.scheduler.init_noise_sigma
 
         self.scheduler.set_timesteps(num_inference_steps or self.scheduler.config.num_train_timesteps, device=device)
         step_kwargs = self._step_kwargs(generator)
         for t in self.progress_bar(self.scheduler.timesteps):
-            model_input = torch.cat([image, image]) if conditioning.do_classifier_free_guidance else image
+            model_input = torch.cat([image, image]) if inputs.do_classifier_free_guidance else image
             model_input = self.scheduler.scale_model_input(model_input, t)
-            noise_pred = self.unet(model_input, t, **conditioning.model_kwargs).sample
-            if conditioning.do_classifier_free_guidance:
+            noise_pred = self.unet(model_input, t, **inputs.model_kwargs).sample
+            if inputs.do_classifier_free_guidance:
                 noise_cond, noise_null = noise_pred.chunk(2)
                 noise_pred = noise_null + guidance_scale * (noise_cond - noise_null)
             image = self.scheduler.step(noise_pred, t, image, **step_kwargs).prev_sample

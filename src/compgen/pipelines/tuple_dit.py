@@ -12,7 +12,7 @@ from diffusers.schedulers.scheduling_utils import SchedulerMixin
 from diffusers.utils.torch_utils import randn_tensor
 
 from ..models.tuple_dit import TupleConditionedDiT
-from .conditioning import OUTPUT_TYPES, ConceptPrompts, prepare_concept_conditioning
+from .concept_inputs import OUTPUT_TYPES, ConceptPrompts, prepare_concept_inputs
 
 
 class TupleConditionedDiTPipeline(DiffusionPipeline):
@@ -76,11 +76,11 @@ class TupleConditionedDiTPipeline(DiffusionPipeline):
             raise ValueError(f"num_inference_steps must be a positive integer (or None for every training step), "
                              f"got {num_inference_steps!r}")
         device = self._execution_device
-        conditioning = prepare_concept_conditioning(
+        inputs = prepare_concept_inputs(
             self.transformer, concepts, num_images_per_prompt, guidance_scale, concept_values, device=device
         )
         config = self.transformer.config
-        shape = (conditioning.batch_size, config.latent_channels, config.grid_size, config.grid_size)
+        shape = (inputs.batch_size, config.latent_channels, config.grid_size, config.grid_size)
         latents = randn_tensor(shape, generator=generator, device=device, dtype=self.transformer.dtype)
         latents = latents * self.scheduler.init_noise_sigma
 
@@ -88,10 +88,10 @@ class TupleConditionedDiTPipeline(DiffusionPipeline):
         accepts_generator = "generator" in inspect.signature(self.scheduler.step).parameters
         step_kwargs = {"generator": generator} if accepts_generator else {}
         for t in self.progress_bar(self.scheduler.timesteps):
-            model_input = torch.cat([latents, latents]) if conditioning.do_classifier_free_guidance else latents
+            model_input = torch.cat([latents, latents]) if inputs.do_classifier_free_guidance else latents
             model_input = self.scheduler.scale_model_input(model_input, t)
-            prediction = self.transformer(model_input, t, **conditioning.model_kwargs).sample
-            if conditioning.do_classifier_free_guidance:
+            prediction = self.transformer(model_input, t, **inputs.model_kwargs).sample
+            if inputs.do_classifier_free_guidance:
                 cond, null = prediction.chunk(2)
                 prediction = null + guidance_scale * (cond - null)
             latents = self.scheduler.step(prediction, t, latents, **step_kwargs).prev_sample

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from diffusers import DDIMScheduler, DDPMScheduler
 from torch import nn
 
+from ..eval_mode import eval_mode
 from ..images import unit_to_uint8
 from .trainer import TrainingTask
 
@@ -81,15 +82,10 @@ class DDPMTask(TrainingTask):
         pipe = self.pipeline(model, DDIMScheduler.from_config(self.scheduler.config))
         pipe.set_progress_bar_config(disable=True)
         generator = torch.Generator().manual_seed(seed)
-        chunks = []
-        for start in range(0, len(concepts), self.eval_batch_size):
-            out = pipe(
-                concepts[start : start + self.eval_batch_size],
-                num_inference_steps=self.eval_inference_steps,
-                generator=generator,
-                output_type="np",
-            ).images
-            chunks.append(out)
+        with eval_mode(model):
+            chunks = [pipe(concepts[start : start + self.eval_batch_size],
+                           num_inference_steps=self.eval_inference_steps, generator=generator, output_type="np").images
+                      for start in range(0, len(concepts), self.eval_batch_size)]
         return unit_to_uint8(np.concatenate(chunks))
 
     def save_pretrained(self, model, output_dir: Path) -> None:

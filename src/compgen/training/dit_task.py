@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from diffusers import DDIMScheduler, DDPMScheduler, VQModel
 
+from ..eval_mode import eval_mode
 from ..images import uint8_to_signed, unit_to_uint8
 from ..models.tuple_dit import TupleConditionedDiT
 from .ddpm_task import DDPMTask
@@ -22,11 +23,9 @@ from .ddpm_task import DDPMTask
 @torch.no_grad()
 def precompute_latents(vqvae: VQModel, images: torch.Tensor, batch_size: int = 512) -> torch.Tensor:
     """The tokenizer's continuous latents ``(N, C, g, g)`` (before quantization) of uint8 images ``(N, H, W, 3)``."""
-    was_training = vqvae.training
-    vqvae.eval()
-    chunks = [vqvae.encode(uint8_to_signed(images[start : start + batch_size]).to(vqvae.device)).latents
-              for start in range(0, len(images), batch_size)]
-    vqvae.train(was_training)
+    with eval_mode(vqvae):
+        chunks = [vqvae.encode(uint8_to_signed(images[start : start + batch_size]).to(vqvae.device)).latents
+                  for start in range(0, len(images), batch_size)]
     return torch.cat(chunks).float()
 
 
@@ -82,12 +81,10 @@ class DiTTask(DDPMTask):
         pipe = self.pipeline(model, DDIMScheduler.from_config(self.scheduler.config))
         pipe.set_progress_bar_config(disable=True)
         generator = torch.Generator().manual_seed(seed)
-        was_training = model.training
-        model.eval()
-        chunks = [pipe(concepts[start : start + self.eval_batch_size], num_inference_steps=self.eval_inference_steps,
-                       generator=generator, output_type="np").images
-                  for start in range(0, len(concepts), self.eval_batch_size)]
-        model.train(was_training)
+        with eval_mode(model):
+            chunks = [pipe(concepts[start : start + self.eval_batch_size],
+                           num_inference_steps=self.eval_inference_steps, generator=generator, output_type="np").images
+                      for start in range(0, len(concepts), self.eval_batch_size)]
         return unit_to_uint8(np.concatenate(chunks))
 
     def save_pretrained(self, model, output_dir: Path) -> None:

@@ -12,6 +12,7 @@ from diffusers import VQModel
 from safetensors.torch import save_file
 from torch import nn
 
+from ..eval_mode import eval_mode
 from ..evaluation.tokenizer_report import reconstruction_markdown
 from ..images import uint8_to_signed, unit_to_uint8
 from ..models.jepa import JEPAPredictor, MaskGITWithPredictor, jepa_loss, scale_jepa_layers
@@ -28,13 +29,9 @@ JEPA_TARGET_DIR = "jepa_target"
 def precompute_tokens(vqvae: VQModel, images: torch.Tensor, batch_size: int = 512) -> torch.LongTensor:
     """VQ indices ``(N, h * w)`` of uint8 images ``(N, H, W, 3)``, on the tokenizer's device: it is frozen, so
     encode once."""
-    was_training = vqvae.training
-    vqvae.eval()
-    chunks = []
-    for start in range(0, len(images), batch_size):
-        batch = uint8_to_signed(images[start : start + batch_size]).to(vqvae.device)
-        chunks.append(encode_to_indices(vqvae, batch).flatten(1))
-    vqvae.train(was_training)
+    with eval_mode(vqvae):
+        chunks = [encode_to_indices(vqvae, uint8_to_signed(images[start : start + batch_size]).to(vqvae.device))
+                  .flatten(1) for start in range(0, len(images), batch_size)]
     return torch.cat(chunks)
 
 
@@ -157,14 +154,12 @@ class MaskGITTask(TrainingTask):
         pipe = self.pipeline(model.transformer)
         pipe.set_progress_bar_config(disable=True)
         generator = torch.Generator().manual_seed(seed)
-        was_training = model.training
-        model.eval()
-        chunks = [
-            pipe(concepts[start : start + self.eval_batch_size], num_inference_steps=self.eval_inference_steps,
-                 temperature=self.eval_temperature, generator=generator, output_type="np").images
-            for start in range(0, len(concepts), self.eval_batch_size)
-        ]
-        model.train(was_training)
+        with eval_mode(model):
+            chunks = [
+                pipe(concepts[start : start + self.eval_batch_size], num_inference_steps=self.eval_inference_steps,
+                     temperature=self.eval_temperature, generator=generator, output_type="np").images
+                for start in range(0, len(concepts), self.eval_batch_size)
+            ]
         return unit_to_uint8(np.concatenate(chunks))
 
     def save_pretrained(self, model, output_dir: Path) -> None:

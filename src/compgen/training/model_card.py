@@ -10,8 +10,8 @@ from huggingface_hub import ModelCard, ModelCardData
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
+from ..atomic_io import atomic_write_text
 from ..concepts import ConceptGraph
-from ..io import atomic_write_text
 
 PLOT_NAME = "learning_dynamics.png"
 LOCAL_OPTIONS = ("cache_dir", "celeba_dir", "celeba_parquet", "probes_path", "vqvae_path", "dataset", "peer_dir")

@@ -26,6 +26,7 @@ from accelerate import PartialState
 from diffusers import VQModel
 from torch import nn
 
+from ..atomic_io import atomic_write_text
 from ..cli import add_celeba_arguments, apply_preset, celeba_builder_options
 from ..concepts import ConceptGraph
 from ..data.loading import (
@@ -36,7 +37,6 @@ from ..data.loading import (
     training_data_from,
 )
 from ..evaluation.tokenizer_report import RECONSTRUCTION_REPORT_NAME
-from ..io import atomic_write_text
 from ..models.vq_tokenizer import build_vq_tokenizer
 from .trainer import (
     Trainer,
@@ -82,7 +82,7 @@ class TrainingRun:
         """Canonical per-class values of the continuous variables ("full" conditioning) for this dataset."""
         if self.train_data.concept_values is None:
             return {}
-        from ..models.tuple_unet import shapes_continuous_concepts
+        from ..shapes import shapes_continuous_concepts
 
         return shapes_continuous_concepts(self.train_data.space)
 

@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..io import atomic_write_text
+from ..atomic_io import atomic_write_text
 from .runner import RunResult, run_in_process
 
 CONDITIONING_MODES: dict[str, tuple[str, bool]] = {

@@ -37,11 +37,11 @@ from accelerate.utils import ProjectConfiguration
 from torch import nn
 from tqdm.auto import tqdm
 
+from ..atomic_io import atomic_write_text
 from ..concepts import ConceptGraph
 from ..data.loading import ConceptImageData
 from ..evaluation.tracker import LearningDynamicsTracker, read_log
 from ..images import uint8_to_signed
-from ..io import atomic_write_text
 from .checkpoint import CheckpointError, load_checkpoint, read_trainer_state, save_checkpoint
 from .ema import ExponentialMovingAverage, MomentumSchedule
 

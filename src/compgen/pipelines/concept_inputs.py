@@ -1,4 +1,4 @@
-"""Concept conditioning shared by every compgen pipeline: prompts (``"111"``, ``(1, 1, 1)`` or a list of those)
+"""The concept inputs of every compgen pipeline: prompts (``"111"``, ``(1, 1, 1)`` or a list of those)
 turned into the model's conditioning batch, with the null half for classifier-free guidance."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class ConceptConditionedModel(Protocol):
 
 
 @dataclass
-class ConceptConditioning:
+class ConceptInputs:
     """The concept inputs of one sampling batch, passed to the model at every step as ``**model_kwargs``.
 
     With classifier-free guidance the tensors hold two halves, conditional first, then unconditional (every
@@ -54,14 +54,14 @@ class ConceptConditioning:
         return {"concepts": self.concepts, "concept_values": self.concept_values, "drop_mask": self.drop_mask}
 
 
-def prepare_concept_conditioning(
+def prepare_concept_inputs(
     model: ConceptConditionedModel,
     prompts: ConceptPrompts,
     num_images_per_prompt: int = 1,
     guidance_scale: float = 1.0,
     concept_values: torch.Tensor | None = None,
     device: torch.device | str | None = None,
-) -> ConceptConditioning:
+) -> ConceptInputs:
     """Validate the prompts against ``model.concept_space`` and build the batch the model is conditioned on.
 
     ``concept_values`` (``full`` conditioning) may be given per prompt, ``(num_prompts, D)``, or per image,
@@ -91,7 +91,7 @@ def prepare_concept_conditioning(
         drop_mask = torch.cat([drop_mask, torch.ones_like(drop_mask)])
         if concept_values is not None:
             concept_values = torch.cat([concept_values, concept_values])
-    return ConceptConditioning(classes, concept_values, drop_mask, batch_size, do_classifier_free_guidance)
+    return ConceptInputs(classes, concept_values, drop_mask, batch_size, do_classifier_free_guidance)
 
 
 def parse_concept_prompts(
