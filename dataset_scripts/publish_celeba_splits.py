@@ -19,7 +19,7 @@ import argparse
 import sys
 
 from compgen.data.celeba import DEFAULT_TRAINING_CLASSES, CelebAConcepts, CelebAConceptsConfig, config_summary
-from compgen.data.celeba_splits import (
+from compgen.data.celeba.publish import (
     CELEBA_LICENSE_SUMMARY,
     compute_split_definitions,
     save_materialized_splits,

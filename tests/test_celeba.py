@@ -29,7 +29,7 @@ from compgen.data.celeba import (
     read_official_annotations,
     read_parquet_annotations,
 )
-from compgen.data.celeba_splits import (
+from compgen.data.celeba.publish import (
     CELEBA_LICENSE_SUMMARY,
     compute_split_definitions,
     materialize_split_definitions,

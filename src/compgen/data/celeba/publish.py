@@ -18,18 +18,11 @@ from typing import Any
 import datasets
 from huggingface_hub import DatasetCard, DatasetCardData
 
-from ..atomic_io import atomic_write_bytes, atomic_write_text
-from .celeba import (
-    PARTITION_NAMES,
-    SPLIT_PARTITIONS,
-    SPLITS,
-    CelebAConcepts,
-    CelebAConceptsConfig,
-    SplitRow,
-    celeba_space,
-    open_celeba_source,
-    split_definitions_for,
-)
+from ...atomic_io import atomic_write_bytes, atomic_write_text
+from .attributes import PARTITION_NAMES, SPLIT_PARTITIONS, SPLITS, celeba_space
+from .builder import CelebAConcepts, CelebAConceptsConfig
+from .selection import SplitRow, split_definitions_for
+from .sources import open_celeba_source
 
 CELEBA_LICENSE_SUMMARY = """\
 CelebA license terms (summary of the CelebA Dataset Release Agreement, MMLAB, The Chinese University of Hong Kong;
@@ -157,7 +150,7 @@ Selection settings: `{settings}`.
 ## Materialize the images from your own CelebA copy
 
 ```python
-from compgen.data.celeba_splits import materialize_split_definitions
+from compgen.data.celeba.publish import materialize_split_definitions
 
 splits = materialize_split_definitions("<this repo or folder>", data_dir="/path/to/celeba", config="{config_name}")
 ```
