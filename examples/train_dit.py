@@ -24,7 +24,8 @@ from compgen.models.vq_tokenizer import token_grid_size
 from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
 from compgen.training.dit_task import DiTTask, latent_statistics, precompute_latents
 from compgen.training.script import (
-    VQ_PRESETS,
+    TOKEN_TRANSFORMER_PRESETS,
+    add_token_transformer_arguments,
     add_tokenizer_first_arguments,
     check_tokenizer_first_arguments,
     check_transformer_arguments,
@@ -33,38 +34,11 @@ from compgen.training.script import (
 )
 
 PRESETS = {
-    # The transformer of MaskGIT's paper preset, diffusing instead of predicting codes.
-    "paper": VQ_PRESETS["paper"] | dict(
-        hidden_size=448,
-        num_layers=12,
-        num_heads=8,
-        train_batch_size=64,
-        learning_rate=3e-4,
-        lr_scheduler="constant_with_warmup",
-        lr_warmup_steps=1000,
-        max_train_steps=40000,
-        use_ema=True,
-        ema_decay=0.9999,
-        eval_steps=1000,
-        checkpointing_steps=5000,
-    ),
-    # MaskGIT's cpu-quick transformer and tokenizer; v-prediction and EMA as the cpu-quick U-Net.
-    "cpu-quick": VQ_PRESETS["cpu-quick"] | dict(
-        hidden_size=128,
-        num_layers=4,
-        num_heads=4,
-        train_batch_size=64,
-        learning_rate=1e-3,
-        lr_scheduler="constant_with_warmup",
-        lr_warmup_steps=100,
-        max_train_steps=3000,
-        use_ema=True,
-        ema_decay=0.995,
-        prediction_type="v_prediction",
-        mixed_precision="auto",
-        eval_steps=250,
-        checkpointing_steps=1000,
-    ),
+    "paper": TOKEN_TRANSFORMER_PRESETS["paper"] | dict(use_ema=True, ema_decay=0.9999),
+    # v-prediction, constant lr after warm-up and EMA, as the cpu-quick U-Net.
+    "cpu-quick": TOKEN_TRANSFORMER_PRESETS["cpu-quick"] | dict(learning_rate=1e-3, lr_scheduler="constant_with_warmup",
+                                                               use_ema=True, ema_decay=0.995,
+                                                               prediction_type="v_prediction"),
 }
 
 
@@ -79,12 +53,7 @@ def check_arguments(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_tokenizer_first_arguments(parser)
-    model = parser.add_argument_group("diffusion transformer")
-    model.add_argument("--hidden_size", type=int, default=128)
-    model.add_argument("--num_layers", type=int, default=4)
-    model.add_argument("--num_heads", type=int, default=4)
-    model.add_argument("--conditioning", default="full", choices=["full", "quantized"])
-    model.add_argument("--concept_dropout", type=float, default=0.0)
+    model = add_token_transformer_arguments(parser, "diffusion transformer")
     model.add_argument("--num_train_timesteps", type=int, default=500)
     model.add_argument("--prediction_type", default="epsilon", choices=["epsilon", "v_prediction", "sample"])
     model.add_argument("--eval_inference_steps", type=int, default=20)

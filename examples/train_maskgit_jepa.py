@@ -25,7 +25,8 @@ from compgen.models.jepa import parse_jepa_layers
 from compgen.models.vq_tokenizer import token_grid_size
 from compgen.training.maskgit_task import MaskGITTask, precompute_tokens
 from compgen.training.script import (
-    VQ_PRESETS,
+    TOKEN_TRANSFORMER_PRESETS,
+    add_token_transformer_arguments,
     add_tokenizer_first_arguments,
     check_tokenizer_first_arguments,
     check_transformer_arguments,
@@ -36,51 +37,17 @@ from compgen.training.script import (
 logger = logging.getLogger(__name__)
 
 PRESETS = {
-    # Paper B's scale (Farid et al. 2025, Shapes2D): a 12-layer transformer, JEPA on layers {7, 9, 11}, 7x7 tokens,
-    # codebook 256.
-    "paper": VQ_PRESETS["paper"] | dict(
-        hidden_size=448,
-        num_layers=12,
-        num_heads=8,
-        train_batch_size=64,
-        learning_rate=3e-4,
-        lr_scheduler="constant_with_warmup",
-        lr_warmup_steps=1000,
-        max_train_steps=40000,
-        use_ema=False,
-        eval_steps=1000,
-        checkpointing_steps=5000,
-    ),
-    # One tokenizer + MaskGIT run in about 20 minutes single-threaded: small models, bf16 autocast, cosine-decayed lr,
-    # no label smoothing (it flattens the token distribution the sampler draws from). Width 128 costs no more per
-    # step than 64 on one core; 1200 steps left level 0 near 0.6, 3000 steps reach about 0.8.
-    "cpu-quick": VQ_PRESETS["cpu-quick"] | dict(
-        hidden_size=128,
-        num_layers=4,
-        num_heads=4,
-        train_batch_size=64,
-        learning_rate=1.5e-3,
-        lr_scheduler="cosine",
-        lr_warmup_steps=100,
-        max_train_steps=3000,
-        label_smoothing=0.0,
-        use_ema=False,
-        mixed_precision="auto",
-        eval_steps=250,
-        checkpointing_steps=1000,
-    ),
+    "paper": TOKEN_TRANSFORMER_PRESETS["paper"] | dict(use_ema=False),
+    # Cosine-decayed lr and no label smoothing (it flattens the token distribution the sampler draws from).
+    "cpu-quick": TOKEN_TRANSFORMER_PRESETS["cpu-quick"] | dict(learning_rate=1.5e-3, lr_scheduler="cosine",
+                                                               label_smoothing=0.0, use_ema=False),
 }
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_tokenizer_first_arguments(parser)
-    model = parser.add_argument_group("MaskGIT transformer")
-    model.add_argument("--hidden_size", type=int, default=128)
-    model.add_argument("--num_layers", type=int, default=4)
-    model.add_argument("--num_heads", type=int, default=4)
-    model.add_argument("--conditioning", default="full", choices=["full", "quantized"])
-    model.add_argument("--concept_dropout", type=float, default=0.0)
+    model = add_token_transformer_arguments(parser, "MaskGIT transformer")
     model.add_argument("--masking_schedule", default="cosine", choices=["cosine", "linear", "square", "arccos"])
     model.add_argument("--mask_type", default="random", choices=["random", "block"],
                        help="training masks for both objectives (block: contiguous, I-JEPA-style)")

@@ -165,6 +165,12 @@ def _value_table(name: str, num_values: int, rows: Sequence[Sequence[float]]) ->
     return table
 
 
+def broadcast_timesteps(timestep: torch.Tensor | float | int, batch_size: int, device: torch.device) -> torch.Tensor:
+    """A diffusion step given as a number, a scalar tensor or a ``(B,)`` tensor, as a ``(B,)`` tensor on ``device``."""
+    timesteps = torch.as_tensor(timestep, device=device)
+    return timesteps.expand(batch_size) if timesteps.ndim == 0 else timesteps
+
+
 class ConceptConditionedMixin:
     """For models that own a :class:`ConceptEmbedding` as ``self.concept_embedding`` (what pipelines rely on)."""
 
@@ -183,6 +189,13 @@ class ConceptConditionedMixin:
         self.register_to_config(concept_space=space.to_pairs())
         check_conditioning(conditioning, continuous_concepts, concept_dropout)
         return space
+
+    def training_drop_mask(self, concepts: torch.Tensor, drop_mask: torch.Tensor | None) -> torch.Tensor | None:
+        """``drop_mask`` as given; in training mode with ``concept_dropout > 0`` and none given, one drawn at that rate
+        (pass a mask drawn from a generator for reproducible training, as the training tasks do)."""
+        if self.training and drop_mask is None and self.config.concept_dropout > 0:
+            drop_mask = torch.rand(concepts.shape, device=concepts.device) < self.config.concept_dropout
+        return drop_mask
 
     @property
     def concept_space(self) -> ConceptSpace:

@@ -140,8 +140,7 @@ class MaskGITTransformer(ModelMixin, ConfigMixin, ConceptConditionedMixin):
             raise ValueError(f"input_ids must be integer token ids in [0, {self.mask_token_id}] (mask = last)")
         if concepts.shape[:1] != (batch_size,):
             raise ValueError(f"concepts has batch size {concepts.shape[0]} but input_ids has {batch_size}")
-        if self.training and drop_mask is None and self.config.concept_dropout > 0:
-            drop_mask = torch.rand(concepts.shape, device=concepts.device) < self.config.concept_dropout
+        drop_mask = self.training_drop_mask(concepts, drop_mask)
 
         concept_tokens = self.concept_embedding(concepts, concept_values, drop_mask)
         hidden = torch.cat([concept_tokens.to(self.token_embedding.weight.dtype), self.token_embedding(input_ids)], 1)

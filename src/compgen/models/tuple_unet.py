@@ -20,7 +20,7 @@ from diffusers.models.modeling_utils import ModelMixin
 from diffusers.models.unets.unet_2d import UNet2DOutput
 from torch import nn
 
-from .concept_embedding import ConceptConditionedMixin, ConceptEmbedding
+from .concept_embedding import ConceptConditionedMixin, ConceptEmbedding, broadcast_timesteps
 
 CONCEPT_MODULATIONS = ("multiply", "film", "add")
 
@@ -186,12 +186,9 @@ class TupleConditionedUNet2DModel(ModelMixin, ConfigMixin, ConceptConditionedMix
         batch_size = sample.shape[0]
         if concepts.shape[:1] != (batch_size,):
             raise ValueError(f"concepts has batch size {concepts.shape[0]} but sample has {batch_size}")
-        if self.training and drop_mask is None and self.config.concept_dropout > 0:
-            drop_mask = torch.rand(concepts.shape, device=concepts.device) < self.config.concept_dropout
+        drop_mask = self.training_drop_mask(concepts, drop_mask)
 
-        timesteps = torch.as_tensor(timestep, device=sample.device)
-        if timesteps.ndim == 0:
-            timesteps = timesteps.expand(batch_size)
+        timesteps = broadcast_timesteps(timestep, batch_size, sample.device)
         time_emb = self.time_embedding(self.time_proj(timesteps).to(self.dtype))
         concept_scale = self.concept_embedding(concepts, concept_values, drop_mask).sum(dim=1)
         time_shifts = time_emb.split(self.modulation_channels, dim=1)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
-
 import torch
 from diffusers import DDPMScheduler
 from diffusers.image_processor import VaeImageProcessor
@@ -12,7 +10,8 @@ from diffusers.schedulers.scheduling_utils import SchedulerMixin
 from diffusers.utils.torch_utils import randn_tensor
 
 from ..models.tuple_unet import TupleConditionedUNet2DModel
-from .concept_inputs import OUTPUT_TYPES, ConceptPrompts, prepare_concept_inputs
+from .concept_inputs import ConceptPrompts, prepare_concept_inputs
+from .denoising import check_sampling_options, denoise
 
 
 def paper_ddpm_scheduler(num_train_timesteps: int = 500, prediction_type: str = "epsilon") -> DDPMScheduler:
@@ -72,33 +71,16 @@ class TupleConditionedDDPMPipeline(DiffusionPipeline):
             concept_values: ``full``-conditioning models only: continuous values ``(num_prompts, D)`` or
                 ``(num_prompts * num_images_per_prompt, D)``; ``None`` uses the canonical class values.
         """
-        if output_type not in OUTPUT_TYPES:
-            raise ValueError(f"output_type must be one of {OUTPUT_TYPES}, got {output_type!r}")
-        if num_inference_steps is not None and (
-                isinstance(num_inference_steps, bool) or not isinstance(num_inference_steps, int)
-                or num_inference_steps < 1):
-            raise ValueError(f"num_inference_steps must be a positive integer (or None for every training step), "
-                             f"got {num_inference_steps!r}")
+        check_sampling_options(output_type, num_inference_steps)
         device = self._execution_device
         inputs = prepare_concept_inputs(
             self.unet, concepts, num_images_per_prompt, guidance_scale, concept_values, device=device
         )
-
         config = self.unet.config
-        image_shape = (inputs.batch_size, config.in_channels, config.sample_size, config.sample_size)
-        image = randn_tensor(image_shape, generator=generator, device=device, dtype=self.unet.dtype)
-        image = image * self.scheduler.init_noise_sigma
-
-        self.scheduler.set_timesteps(num_inference_steps or self.scheduler.config.num_train_timesteps, device=device)
-        step_kwargs = self._step_kwargs(generator)
-        for t in self.progress_bar(self.scheduler.timesteps):
-            model_input = torch.cat([image, image]) if inputs.do_classifier_free_guidance else image
-            model_input = self.scheduler.scale_model_input(model_input, t)
-            noise_pred = self.unet(model_input, t, **inputs.model_kwargs).sample
-            if inputs.do_classifier_free_guidance:
-                noise_cond, noise_null = noise_pred.chunk(2)
-                noise_pred = noise_null + guidance_scale * (noise_cond - noise_null)
-            image = self.scheduler.step(noise_pred, t, image, **step_kwargs).prev_sample
+        shape = (inputs.batch_size, config.in_channels, config.sample_size, config.sample_size)
+        noise = randn_tensor(shape, generator=generator, device=device, dtype=self.unet.dtype)
+        image = denoise(self.unet, self.scheduler, noise, inputs, guidance_scale, num_inference_steps, generator,
+                        self.progress_bar)
 
         image = self.image_processor.postprocess(image, output_type=output_type)
         self.maybe_free_model_hooks()
@@ -106,9 +88,3 @@ class TupleConditionedDDPMPipeline(DiffusionPipeline):
         if not return_dict:
             return (image,)
         return ImagePipelineOutput(images=image)
-
-    def _step_kwargs(self, generator: torch.Generator | list[torch.Generator] | None) -> dict:
-        """Pass ``generator`` to ``scheduler.step`` only if this scheduler accepts one (not all do)."""
-        if "generator" in inspect.signature(self.scheduler.step).parameters:
-            return {"generator": generator}
-        return {}

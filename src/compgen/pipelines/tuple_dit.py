@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
-
 import torch
 from diffusers import VQModel
 from diffusers.image_processor import VaeImageProcessor
@@ -12,7 +10,8 @@ from diffusers.schedulers.scheduling_utils import SchedulerMixin
 from diffusers.utils.torch_utils import randn_tensor
 
 from ..models.tuple_dit import TupleConditionedDiT
-from .concept_inputs import OUTPUT_TYPES, ConceptPrompts, prepare_concept_inputs
+from .concept_inputs import ConceptPrompts, prepare_concept_inputs
+from .denoising import check_sampling_options, denoise
 
 
 class TupleConditionedDiTPipeline(DiffusionPipeline):
@@ -68,33 +67,16 @@ class TupleConditionedDiTPipeline(DiffusionPipeline):
                 ``(num_prompts * num_images_per_prompt, D)``; ``None`` uses the canonical class values.
             quantize: Snap the generated latents to the codebook before decoding (the decoder's training input).
         """
-        if output_type not in OUTPUT_TYPES:
-            raise ValueError(f"output_type must be one of {OUTPUT_TYPES}, got {output_type!r}")
-        if num_inference_steps is not None and (
-                isinstance(num_inference_steps, bool) or not isinstance(num_inference_steps, int)
-                or num_inference_steps < 1):
-            raise ValueError(f"num_inference_steps must be a positive integer (or None for every training step), "
-                             f"got {num_inference_steps!r}")
+        check_sampling_options(output_type, num_inference_steps)
         device = self._execution_device
         inputs = prepare_concept_inputs(
             self.transformer, concepts, num_images_per_prompt, guidance_scale, concept_values, device=device
         )
         config = self.transformer.config
         shape = (inputs.batch_size, config.latent_channels, config.grid_size, config.grid_size)
-        latents = randn_tensor(shape, generator=generator, device=device, dtype=self.transformer.dtype)
-        latents = latents * self.scheduler.init_noise_sigma
-
-        self.scheduler.set_timesteps(num_inference_steps or self.scheduler.config.num_train_timesteps, device=device)
-        accepts_generator = "generator" in inspect.signature(self.scheduler.step).parameters
-        step_kwargs = {"generator": generator} if accepts_generator else {}
-        for t in self.progress_bar(self.scheduler.timesteps):
-            model_input = torch.cat([latents, latents]) if inputs.do_classifier_free_guidance else latents
-            model_input = self.scheduler.scale_model_input(model_input, t)
-            prediction = self.transformer(model_input, t, **inputs.model_kwargs).sample
-            if inputs.do_classifier_free_guidance:
-                cond, null = prediction.chunk(2)
-                prediction = null + guidance_scale * (cond - null)
-            latents = self.scheduler.step(prediction, t, latents, **step_kwargs).prev_sample
+        noise = randn_tensor(shape, generator=generator, device=device, dtype=self.transformer.dtype)
+        latents = denoise(self.transformer, self.scheduler, noise, inputs, guidance_scale, num_inference_steps,
+                          generator, self.progress_bar)
 
         latents = self.transformer.denormalize_latents(latents).to(self.vqvae.dtype)
         if quantize:

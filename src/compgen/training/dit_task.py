@@ -10,12 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
-from diffusers import DDIMScheduler, DDPMScheduler, VQModel
+from diffusers import DDPMScheduler, VQModel
 
 from ..eval_mode import eval_mode
-from ..images import uint8_to_signed, unit_to_uint8
+from ..images import uint8_to_signed
 from ..models.tuple_dit import TupleConditionedDiT
 from .ddpm_task import DDPMTask
 
@@ -75,17 +74,6 @@ class DiTTask(DDPMTask):
 
         return TupleConditionedDiTPipeline(vqvae=self.vqvae, transformer=transformer,
                                            scheduler=scheduler or self.scheduler)
-
-    @torch.no_grad()
-    def generate(self, model, concepts, seed):
-        pipe = self.pipeline(model, DDIMScheduler.from_config(self.scheduler.config))
-        pipe.set_progress_bar_config(disable=True)
-        generator = torch.Generator().manual_seed(seed)
-        with eval_mode(model):
-            chunks = [pipe(concepts[start : start + self.eval_batch_size],
-                           num_inference_steps=self.eval_inference_steps, generator=generator, output_type="np").images
-                      for start in range(0, len(concepts), self.eval_batch_size)]
-        return unit_to_uint8(np.concatenate(chunks))
 
     def save_pretrained(self, model, output_dir: Path) -> None:
         self.pipeline(model).save_pretrained(output_dir, safe_serialization=True)

@@ -394,6 +394,31 @@ def check_tokenizer_first_arguments(args: argparse.Namespace) -> None:
                            overwrite=args.overwrite_output_dir)
 
 
+TOKEN_TRANSFORMER_PRESETS: dict[str, dict[str, Any]] = {
+    # Paper B's scale (Farid et al. 2025, Shapes2D): a 12-layer transformer of width 448 over 7x7 tokens.
+    "paper": VQ_PRESETS["paper"] | dict(hidden_size=448, num_layers=12, num_heads=8, train_batch_size=64,
+                                        learning_rate=3e-4, lr_scheduler="constant_with_warmup", lr_warmup_steps=1000,
+                                        max_train_steps=40000, eval_steps=1000, checkpointing_steps=5000),
+    # Small enough for a 2-core CPU: width 128 costs no more per step than 64 on one core.
+    "cpu-quick": VQ_PRESETS["cpu-quick"] | dict(hidden_size=128, num_layers=4, num_heads=4, train_batch_size=64,
+                                                max_train_steps=3000, lr_warmup_steps=100, mixed_precision="auto",
+                                                eval_steps=250, checkpointing_steps=1000),
+}
+"""What MaskGIT (``train_maskgit_jepa.py``) and the DiT (``train_dit.py``) share per preset: the tokenizer and the
+transformer, so that the two objectives are compared on the same tokens and the same backbone."""
+
+
+def add_token_transformer_arguments(parser: argparse.ArgumentParser, title: str) -> argparse._ArgumentGroup:
+    """The backbone and conditioning flags every token transformer (MaskGIT, DiT) takes; returns the group."""
+    group = parser.add_argument_group(title)
+    group.add_argument("--hidden_size", type=int, default=128)
+    group.add_argument("--num_layers", type=int, default=4)
+    group.add_argument("--num_heads", type=int, default=4)
+    group.add_argument("--conditioning", default="full", choices=["full", "quantized"])
+    group.add_argument("--concept_dropout", type=float, default=0.0)
+    return group
+
+
 def check_transformer_arguments(args: argparse.Namespace) -> None:
     """``--hidden_size``, ``--num_layers``, ``--num_heads`` of a token transformer (MaskGIT, DiT)."""
     if args.hidden_size < 1 or args.num_layers < 1 or args.num_heads < 1 or args.hidden_size % args.num_heads:
