@@ -11,7 +11,7 @@ from repo_scripts import load_repo_script
 
 from compgen.concepts import get_split_preset
 from compgen.data.concept_graph_builder import build_concept_graph_dataset
-from compgen.data.export import contact_sheet, export_datasets, parquet_path
+from compgen.data.export import contact_sheet, export_datasets, parquet_path, push_export_to_hub
 from compgen.hub import files_to_upload
 from compgen.quickstart import main as quickstart_main
 from compgen.shapes import render_classes
@@ -82,8 +82,8 @@ def test_files_to_upload_is_exactly_the_export(built, exported, tmp_path):
     (exported / ".cache").mkdir(exist_ok=True)
     (exported / ".cache" / "lock").write_text("x")
     assert files_to_upload(exported) == sorted(expected)  # hidden files are never uploaded
-    with pytest.raises(ValueError, match="README.md is missing"):
-        files_to_upload(tmp_path)
+    with pytest.raises(ValueError, match="README.md is missing"):  # refused before any network call
+        push_export_to_hub(tmp_path, "someone/not-an-export")
 
 
 def test_failed_export_leaves_the_previous_one_intact(built, tmp_path):

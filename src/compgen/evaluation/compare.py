@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..atomic_io import atomic_write_text
-from .plots import level_color, save_figure, subplots
+from .figures import level_color, save_figure, subplots
 
 Records = Sequence[dict[str, Any]]
 DEFAULT_THRESHOLDS = (0.5, 0.9)

@@ -24,8 +24,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..images import ImageInput, to_float_images
 from .objects import ImageLayers, image_layers, max_filter3
-from .preprocessing import ImageInput, to_float_images
 
 SEVERITIES: dict[str, tuple[float, ...]] = {
     # Background moved toward a darker grey by this fraction (object colour kept), hue tint up to a tenth of it.

@@ -133,7 +133,7 @@ def plot_toy_model(
     path: str | os.PathLike, p: float = 0.01, max_n: int = 5, threshold: float = 0.9, steps: int = 1000
 ) -> None:
     """Paper A Fig. 7: (a) P(n, t) for n = 1..max_n, (b) critical time t* against n."""
-    from .plots import save_figure, subplots
+    from .figures import save_figure, subplots
 
     fig, (left, right) = subplots(1, 2, figsize=(9, 3.5))
     t = np.arange(steps + 1)

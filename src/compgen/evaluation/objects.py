@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .preprocessing import ImageInput, estimate_background, to_float_images
+from ..images import ImageInput, to_float_images
 
 OBJECT_FAILURES = ("blank", "fragments", "several", "oversized")
 """Why an image has no valid object: nothing drawn; only pieces too small to be an object (specks, fragments) or
@@ -41,6 +41,14 @@ FOREGROUND_THRESHOLD = 0.15
 
 MAIN_COMPONENT_SHARE = 0.5
 """The object component must hold at least this share of all foreground pixels; otherwise the image is fragments."""
+
+
+def estimate_background(images: torch.Tensor) -> torch.Tensor:
+    """Per-image background color ``(N, 3)``: the per-channel median of the one-pixel image border."""
+    border = torch.cat(
+        [images[:, :, 0, :], images[:, :, -1, :], images[:, :, 1:-1, 0], images[:, :, 1:-1, -1]], dim=2
+    )
+    return border.median(dim=2).values
 
 
 def colour_distance(images: torch.Tensor, background: torch.Tensor) -> torch.Tensor:

@@ -30,8 +30,8 @@ import torch
 import torch.nn.functional as F
 
 from ..concepts import ConceptSpace
+from ..images import ImageInput, to_float_images
 from .objects import check_objects, image_layers, max_filter3
-from .preprocessing import ImageInput, to_float_images
 
 UPSAMPLE = 4
 """The outline is traced on coverage upsampled this many times (bilinear), so a 3-pixel triangle keeps its corners."""

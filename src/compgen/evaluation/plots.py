@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import argparse
-import io
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,28 +19,10 @@ import numpy as np  # noqa: E402
 
 from ..atomic_io import atomic_write_bytes  # noqa: E402
 from ..concepts import ConceptGraph  # noqa: E402
+from .figures import LEVEL_COLORS, level_color, save_figure, subplots  # noqa: E402
 from .tracker import graph_from_record, read_log  # noqa: E402
 
-LEVEL_COLORS = {0: "#56C1FF", 1: "#FF95CA", 2: "#ED220D", 3: "#8E44AD"}
-"""Paper A's level colors (levels 0-2); level 3 (4-cube) in purple."""
-
-
-def level_color(level: int) -> str:
-    return LEVEL_COLORS.get(int(level), "#555555")
-
-
-def subplots(*args: Any, **kwargs: Any):
-    """``plt.subplots`` with a white background (Agg backend)."""
-    kwargs.setdefault("constrained_layout", True)
-    return plt.subplots(*args, **kwargs)
-
-
-def save_figure(fig: plt.Figure, path: str | os.PathLike, dpi: int = 120) -> None:
-    """Write a PNG atomically and close the figure."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi, facecolor="white")
-    plt.close(fig)
-    atomic_write_bytes(path, buffer.getvalue())
+__all__ = ["LEVEL_COLORS", "level_color", "save_figure", "subplots"]  # figure helpers, re-exported for plot users
 
 
 def moving_average(values: Sequence[float], window: int) -> np.ndarray:

@@ -10,37 +10,11 @@ noise floor, which is subtracted before the centroid is taken).
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-ImageInput = np.ndarray | torch.Tensor
-
-
-def to_float_images(images: ImageInput) -> torch.Tensor:
-    """Convert uint8 NHWC (numpy or torch) or float NCHW images to a float32 ``(N, 3, H, W)`` tensor in [0, 1]."""
-    tensor = torch.from_numpy(np.ascontiguousarray(images)) if isinstance(images, np.ndarray) else images
-    if not isinstance(tensor, torch.Tensor):
-        raise ValueError(f"images must be a numpy array or a torch tensor, got {type(images).__name__}")
-    if tensor.ndim != 4:
-        raise ValueError(f"images must be a 4-d batch, got shape {tuple(tensor.shape)}")
-    if tensor.dtype == torch.uint8:
-        if tensor.shape[-1] != 3:
-            raise ValueError(f"uint8 images must be NHWC with 3 channels, got shape {tuple(tensor.shape)}")
-        return tensor.permute(0, 3, 1, 2).float().div_(255.0)
-    if not tensor.is_floating_point():
-        raise ValueError(f"images must be uint8 NHWC or float NCHW in [0, 1], got dtype {tensor.dtype}")
-    if tensor.shape[1] != 3:
-        raise ValueError(f"float images must be NCHW with 3 channels, got shape {tuple(tensor.shape)}")
-    return tensor.float()
-
-
-def estimate_background(images: torch.Tensor) -> torch.Tensor:
-    """Per-image background color ``(N, 3)``: the per-channel median of the one-pixel image border."""
-    border = torch.cat(
-        [images[:, :, 0, :], images[:, :, -1, :], images[:, :, 1:-1, 0], images[:, :, 1:-1, -1]], dim=2
-    )
-    return border.median(dim=2).values
+from ..images import ImageInput, to_float_images
+from .objects import check_objects, estimate_background, max_filter3
 
 
 def ink_weights(images: torch.Tensor, background: torch.Tensor) -> torch.Tensor:
@@ -66,8 +40,6 @@ def center_objects(images: ImageInput, blur_sigma: float = 0.0, isolate: bool = 
         return x
     background = estimate_background(x)
     if isolate:
-        from .objects import check_objects, max_filter3
-
         mask = check_objects(x).object_mask.float()[:, None]
         keep = max_filter3(mask) > 0
         keep |= ~mask.flatten(1).any(dim=1)[:, None, None, None]  # nothing found: leave the image as it is

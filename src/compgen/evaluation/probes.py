@@ -27,8 +27,10 @@ from tqdm.auto import tqdm
 from ..atomic_io import atomic_directory
 from ..concepts import ConceptGraph, ConceptSpace
 from ..eval_mode import eval_mode
+from ..images import ImageInput, to_float_images
 from .corruptions import ProbeAugmentation
-from .preprocessing import ImageInput, center_objects, estimate_background, to_float_images
+from .objects import estimate_background
+from .preprocessing import center_objects
 
 logger = logging.getLogger(__name__)
 

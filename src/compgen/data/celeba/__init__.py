@@ -21,10 +21,11 @@ Splits and the official partition (0 train, 1 val, 2 test) that feeds each:
 Selection under a cap is deterministic: candidates are sorted by image id and drawn with a generator seeded by
 (seed, split, class), so two copies of CelebA with the same ids give the same splits.
 
-The package's modules, one job each: :mod:`.attributes` (attribute tables, concepts, exclusions), :mod:`.sources`
-(the official tree and Parquet mirrors behind one :class:`~.sources.ImageSource` interface), :mod:`.images`
-(decoding and cropping), :mod:`.selection` (which image goes into which split), :mod:`.builder` (the ``datasets``
-builder) and :mod:`.publish` (publishing and rebuilding split definitions without images).
+The package's modules, one job each: :mod:`.attributes` (attribute tables, concepts, exclusions),
+:mod:`.sources` (the official tree and Parquet mirrors behind one :class:`~.sources.ImageSource` interface),
+:mod:`.images` (decoding and cropping), :mod:`.config` (the options), :mod:`.selection` (which image goes into which
+split), :mod:`.builder` (the ``datasets`` builder) and :mod:`.publish` (publishing and rebuilding split definitions
+without images).
 """
 
 from .attributes import (
@@ -43,7 +44,8 @@ from .attributes import (
     read_official_annotations,
     read_partition_file,
 )
-from .builder import CelebAConcepts, CelebAConceptsConfig, config_summary, load_celeba_concepts
+from .builder import CelebAConcepts, config_summary, load_celeba_concepts
+from .config import CelebAConceptsConfig
 from .images import center_crop_resize, decode_image
 from .selection import SplitRow, select_split_definitions
 from .sources import FileImages, ImageSource, ParquetImages, open_celeba_source, read_parquet_annotations

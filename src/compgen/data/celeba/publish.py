@@ -20,7 +20,8 @@ from huggingface_hub import DatasetCard, DatasetCardData
 
 from ...atomic_io import atomic_write_bytes, atomic_write_text
 from .attributes import PARTITION_NAMES, SPLIT_PARTITIONS, SPLITS, celeba_space
-from .builder import CelebAConcepts, CelebAConceptsConfig
+from .builder import CelebAConcepts
+from .config import CelebAConceptsConfig
 from .selection import SplitRow, split_definitions_for
 from .sources import open_celeba_source
 

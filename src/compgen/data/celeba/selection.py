@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import datasets
 import numpy as np
@@ -19,9 +18,8 @@ from .attributes import (
     celeba_space,
     concept_table,
 )
+from .config import CelebAConceptsConfig
 
-if TYPE_CHECKING:
-    from .builder import CelebAConceptsConfig
 
 @dataclass(frozen=True)
 class SplitRow:

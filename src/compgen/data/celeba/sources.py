@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import datasets
 import numpy as np
@@ -29,9 +29,7 @@ from .attributes import (
     read_official_annotations,
     read_partition_file,
 )
-
-if TYPE_CHECKING:
-    from .builder import CelebAConceptsConfig
+from .config import CelebAConceptsConfig
 
 
 class ImageSource(Protocol):

@@ -1,0 +1,159 @@
+"""Score a trained pipeline (or one of its checkpoints) with compgen's evaluation, under chosen sampling options.
+
+    python -m compgen.evaluation.evaluate RUN_DIR [--num_inference_steps 50] [--guidance_scale 1]
+        [--concept_values canonical|sampled] [--checkpoint checkpoint-2000 --weights online|ema]
+        [--images_per_class 50] [--seed 0] [--output FILE.json]
+
+``RUN_DIR`` is a training run's output directory: its pipeline (U-Net, MaskGIT or DiT), its learning-dynamics log (for
+the concept graph) and its checkpoints. The samples are scored as during training (one-object check, concept probes,
+pixel-statistics scorer) and the record is printed per level and class. What it answers:
+
+- Is a result the sampler's? More DDIM steps, or classifier-free guidance for a model trained with concept dropout.
+- Is it the test-time conditioning's? ``full`` models are conditioned at test time on each class's canonical values
+  (Paper A's protocol); ``--concept_values sampled`` draws each sample's values as the training data does, over the
+  class's whole colour and size range.
+- Is it the EMA's? ``--checkpoint NAME --weights online`` scores the raw weights of a checkpoint instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_file
+
+from ..concepts import ConceptGraph
+from ..images import unit_to_uint8
+
+PIPELINES = {
+    "TupleConditionedDDPMPipeline": ("compgen.pipelines.tuple_ddpm", "unet"),
+    "MaskGITPipeline": ("compgen.pipelines.maskgit", "transformer"),
+    "TupleConditionedDiTPipeline": ("compgen.pipelines.tuple_dit", "transformer"),
+}
+
+
+def load_run_pipeline(run_dir: str | Path):
+    """The pipeline a training run exported, whichever compgen model it is; returns (pipeline, denoiser name)."""
+    import importlib
+
+    index = Path(run_dir) / "model_index.json"
+    if not index.is_file():
+        raise FileNotFoundError(f"{run_dir} holds no exported pipeline (no model_index.json)")
+    name = json.loads(index.read_text())["_class_name"]
+    if name not in PIPELINES:
+        raise ValueError(f"{run_dir}: unknown pipeline {name}; known: {sorted(PIPELINES)}")
+    module, denoiser = PIPELINES[name]
+    pipeline = getattr(importlib.import_module(module), name).from_pretrained(run_dir)
+    pipeline.set_progress_bar_config(disable=True)
+    return pipeline, denoiser
+
+
+def load_checkpoint_weights(pipeline, denoiser: str, checkpoint: Path, weights: str) -> None:
+    """Put a checkpoint's online (``model.safetensors``) or EMA (``ema.safetensors``) weights into the pipeline."""
+    path = checkpoint / ("model.safetensors" if weights == "online" else "ema.safetensors")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found (was the run trained {'with' if weights == 'ema' else 'without'} "
+                                "EMA?)")
+    state = load_file(str(path))
+    if any(key.startswith("transformer.") for key in state):  # MaskGIT trains the transformer with its predictor
+        state = {key[len("transformer."):]: value for key, value in state.items() if key.startswith("transformer.")}
+    getattr(pipeline, denoiser).load_state_dict(state)
+
+
+def sampled_concept_values(graph: ConceptGraph, concepts: list[str], seed: int) -> torch.Tensor:
+    """Per-sample continuous values drawn as the training data draws them (the class's whole colour and size
+    range), in the ``full`` models' order (RGB, then size)."""
+    from ..shapes import PAPER_COLOR_JITTER, PAPER_SIZE_JITTER, RenderConfig, render_classes
+
+    batch = render_classes(graph.space, concepts, seed=seed,
+                           config=RenderConfig(color_jitter=PAPER_COLOR_JITTER, size_jitter=PAPER_SIZE_JITTER))
+    return torch.cat([torch.as_tensor(batch.rgb), torch.as_tensor(batch.size)[:, None]], dim=1)
+
+
+def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, guidance_scale: float = 1.0,
+                 concept_values: str = "canonical", checkpoint: str | None = None, weights: str = "ema",
+                 images_per_class: int = 50, seed: int = 0, batch_size: int = 400) -> dict[str, Any]:
+    """Score ``run_dir``'s pipeline as the training loop does; returns the evaluation record."""
+    from diffusers import DDIMScheduler
+
+    from .probes import default_shapes_probes
+    from .tracker import LearningDynamicsTracker, graph_from_record, read_log
+
+    run_dir = Path(run_dir)
+    graph = graph_from_record(read_log(run_dir / "learning_dynamics.jsonl")[-1])
+    pipeline, denoiser = load_run_pipeline(run_dir)
+    if checkpoint is not None:
+        path = Path(checkpoint) if Path(checkpoint).is_dir() else run_dir / "checkpoints" / checkpoint
+        load_checkpoint_weights(pipeline, denoiser, path, weights)
+    model = getattr(pipeline, denoiser).eval()
+    diffusion = denoiser == "unet" or type(pipeline).__name__ == "TupleConditionedDiTPipeline"
+    if diffusion:
+        pipeline.scheduler = DDIMScheduler.from_config(pipeline.scheduler.config)
+    if concept_values == "sampled" and model.config.conditioning != "full":
+        raise ValueError("--concept_values sampled needs a model trained with full conditioning")
+
+    def generate(concepts: list[str], generation_seed: int) -> np.ndarray:
+        generator = torch.Generator().manual_seed(generation_seed)
+        chunks = []
+        for start in range(0, len(concepts), batch_size):
+            names = concepts[start : start + batch_size]
+            kwargs: dict[str, Any] = {"generator": generator, "output_type": "np", "guidance_scale": guidance_scale}
+            if concept_values == "sampled":
+                kwargs["concept_values"] = sampled_concept_values(graph, names, generation_seed + start)
+            if num_inference_steps is not None:
+                kwargs["num_inference_steps"] = num_inference_steps
+            chunks.append(pipeline(names, **kwargs).images)
+        return unit_to_uint8(np.concatenate(chunks))
+
+    tracker = LearningDynamicsTracker(graph, default_shapes_probes(graph.space), num_images_per_class=images_per_class,
+                                      seed=seed)
+    record = tracker.evaluate(generate, step=int(read_log(run_dir / "learning_dynamics.jsonl")[-1]["step"]))
+    record["evaluation_options"] = {"num_inference_steps": num_inference_steps, "guidance_scale": guidance_scale,
+                                    "concept_values": concept_values, "checkpoint": checkpoint,
+                                    "weights": weights if checkpoint else "exported"}
+    return record
+
+
+def record_markdown(record: dict[str, Any]) -> str:
+    """Per class: probes and pixel-statistics accuracy, object rate; then per level."""
+    pixel = record.get("pixel_accuracy", {})
+    lines = ["| class | level | probes | pixel statistics | object rate |", "|---|---|---|---|---|"]
+    for name, value in record["accuracy"].items():
+        lines.append(f"| {name} | {record['levels'][name]} | {value:.2f} | "
+                     f"{pixel.get(name, float('nan')):.2f} | {record['object_rate'][name]:.2f} |")
+    levels = ", ".join(f"L{k} {v:.2f}" for k, v in record["level_accuracy"].items())
+    pixel_levels = ", ".join(f"L{k} {v:.2f}" for k, v in record.get("pixel_level_accuracy", {}).items())
+    return "\n".join(lines) + f"\n\nprobes: {levels}; pixel statistics: {pixel_levels}\n"
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dir")
+    parser.add_argument("--num_inference_steps", type=int, default=None, help="default: the pipeline's")
+    parser.add_argument("--guidance_scale", type=float, default=1.0)
+    parser.add_argument("--concept_values", choices=["canonical", "sampled"], default="canonical")
+    parser.add_argument("--checkpoint", default=None, help="a checkpoint name or directory (default: the export)")
+    parser.add_argument("--weights", choices=["ema", "online"], default="ema", help="with --checkpoint")
+    parser.add_argument("--images_per_class", type=int, default=50)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", default=None, help="also write the record here (JSON)")
+    args = parser.parse_args(argv)
+    if args.num_inference_steps is not None and args.num_inference_steps < 1:
+        parser.error("--num_inference_steps must be at least 1")
+    if args.images_per_class < 1:
+        parser.error("--images_per_class must be at least 1")
+    record = evaluate_run(args.run_dir, args.num_inference_steps, args.guidance_scale, args.concept_values,
+                          args.checkpoint, args.weights, args.images_per_class, args.seed)
+    print(record_markdown(record))
+    if args.output:
+        Path(args.output).write_text(json.dumps(record, indent=1) + "\n")
+    return record
+
+
+if __name__ == "__main__":
+    main()
