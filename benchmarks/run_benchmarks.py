@@ -96,11 +96,12 @@ def make_batch(batch_size: int, device: torch.device) -> dict[str, torch.Tensor]
                 device), "index": torch.arange(batch_size, device=device), "uint8": torch.as_tensor(render.images)}
 
 
-def task_step(task, batch: dict[str, torch.Tensor], device: torch.device, dtype: torch.dtype | None
-              ) -> Callable[[], None]:
-    """One training step of a compgen task as the loop runs it (its own random draws, post-step hook)."""
-    model = task.model.to(device)
+def task_step(task, batch: dict[str, torch.Tensor], device: torch.device, dtype: torch.dtype | None,
+              compile_model: bool = False) -> Callable[[], None]:
+    """One training step of a compgen task as the loop runs it (its own random draws, post-step hook); with
+    ``compile_model``, through ``torch.compile`` as ``--torch_compile`` does."""
     task.to(device)
+    model = torch.compile(task.model) if compile_model else task.model
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     counter = [0]
 
@@ -171,8 +172,10 @@ def token_models(hidden: int, layers: int, heads: int, batch: dict[str, torch.Te
 
 
 class Bench:
-    def __init__(self, device: torch.device, repeats: int, dtype: torch.dtype | None, peer_dir: str | None) -> None:
+    def __init__(self, device: torch.device, repeats: int, dtype: torch.dtype | None, peer_dir: str | None,
+                 compile_models: bool = False) -> None:
         self.device, self.repeats, self.dtype, self.peer_dir = device, repeats, dtype, peer_dir
+        self.compile = compile_models
         self.sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
         self.results: list[dict[str, Any]] = []
         self.peak = matmul_peak(device, dtype or torch.float32, self.sync)
@@ -200,6 +203,9 @@ class Bench:
             batch = make_batch(batch_size, self.device)
             self.train(f"compgen U-Net {label} {widths}", task_step(unet_task(widths, layers), batch, self.device,
                                                                   self.dtype), batch_size)
+            if self.compile:
+                self.train(f"compgen U-Net {label} {widths}, torch.compile", task_step(
+                    unet_task(widths, layers), batch, self.device, self.dtype, compile_model=True), batch_size)
             torch.manual_seed(0)
             peer = UNet2DModel(sample_size=28, block_out_channels=widths, layers_per_block=layers,
                                down_block_types=("DownBlock2D",) * len(widths),
@@ -335,6 +341,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--bf16", action="store_true", help="bf16 autocast for the training steps")
     parser.add_argument("--peer-dir", "--peer_dir", dest="peer_dir", default=None,
                         help="a checkout of phys-ai/concept_graphs (for the official ContextUnet)")
+    parser.add_argument("--compile", action="store_true", help="also time the U-Net under torch.compile")
     parser.add_argument("--only", nargs="+", default=None,
                         choices=["unet", "unet-paper", "transformer", "transformer-paper", "tokens", "sample", "eval"])
     parser.add_argument("--output", default=None, help="JSON path (a .md table is written beside it)")
@@ -344,7 +351,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     dtype = torch.bfloat16 if args.bf16 else None
-    bench = Bench(device, args.repeats, dtype, args.peer_dir)
+    bench = Bench(device, args.repeats, dtype, args.peer_dir, args.compile)
     cpu = device.type == "cpu"
     wanted = set(args.only or ["unet", "unet-paper", "transformer", "transformer-paper", "tokens", "sample", "eval"])
     if "unet" in wanted:

@@ -83,6 +83,9 @@ class TrainingConfig:
     mixed_precision: str = "no"
     """``no``, ``fp16`` (CUDA only), ``bf16``, or ``auto``: bf16 where the hardware computes it natively (CUDA GPUs
     with bf16, CPUs with AVX-512 BF16 or AMX), fp32 elsewhere (on an AVX2 CPU bf16 autocast ran 14x slower)."""
+    torch_compile: bool = False
+    """Compile the model with ``torch.compile`` (Accelerate's inductor backend). Off by default: on a CPU it measured
+    no faster for these small models, and it has not been measured on a GPU yet (``docs/performance.md``)."""
     checkpointing_steps: int = 500
     checkpoints_total_limit: int | None = 2
     resume_from_checkpoint: str | None = None
@@ -269,6 +272,7 @@ class Trainer:
         return Accelerator(
             cpu=multi_cpu_launch(),
             mixed_precision=resolve_mixed_precision(config.mixed_precision),
+            dynamo_backend="inductor" if config.torch_compile else "no",
             gradient_accumulation_steps=config.gradient_accumulation_steps,
             log_with=config.report_to if config.report_to not in (None, "none") else None,
             project_config=ProjectConfiguration(project_dir=str(self.output_dir)),
@@ -288,6 +292,7 @@ class Trainer:
             lr=config.learning_rate,
             betas=(config.adam_beta1, config.adam_beta2),
             weight_decay=config.adam_weight_decay,
+            fused=accelerator.device.type == "cuda",  # one kernel for the whole update on a GPU
         )
         from diffusers.optimization import get_scheduler
 
