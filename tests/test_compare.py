@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-from repo_scripts import load_repo_script
 
 from compgen.evaluation.compare import comparison_markdown, mean_curves, summarize_arm, write_comparison_report
 
@@ -55,52 +54,6 @@ def test_empty_inputs_are_errors():
         summarize_arm([])
     with pytest.raises(ValueError, match="no evaluation records"):
         summarize_arm([[]])
-
-
-
-def write_finished_run(run_dir, level2: float) -> None:
-    """What the compare script reads of a finished training run: its pipeline index and its log."""
-    import json
-
-    run_dir.mkdir(parents=True)
-    (run_dir / "model_index.json").write_text("{}")
-    records = make_run([0.0, 0.0, 0.0, level2])
-    (run_dir / "learning_dynamics.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
-
-
-def level2_rows(report_dir) -> dict[str, str]:
-    text = (report_dir / "README.md").read_text()
-    return {line.split(" | ")[1]: line for line in text.splitlines() if line.startswith("| 2 |")}
-
-
-def test_compare_script_reports_ablation_arms(tmp_path):
-    """--report_only aggregates the reference arms and every --arm from their run directories (slug-seedS)."""
-    script = load_repo_script("examples/compare_maskgit_jepa.py")
-    runs = tmp_path / "runs"
-    for run_name, level2 in [("maskgit-seed0", 0.1), ("maskgit-seed1", 0.2), ("jepa-seed0", 0.3),
-                             ("jepa-seed1", 0.4), ("jepa-layers-3-seed0", 0.9)]:
-        write_finished_run(runs / run_name, level2)
-    script.main(["--seeds", "2", "--arm_seeds", "1", "--runs_dir", str(runs), "--report_dir", str(tmp_path / "rep"),
-                 "--report_only", "--arm", "JEPA layers {3}", "--jepa_layers 3"])
-    rows = level2_rows(tmp_path / "rep")
-    assert list(rows) == ["MaskGIT", "MaskGIT + JEPA (lambda 0.6)", "JEPA layers {3}"]
-    assert "0.150 +- 0.050" in rows["MaskGIT"] and "| 1 |" in rows["JEPA layers {3}"]
-    assert "JEPA layers {3}: `--jepa_layers 3`" in (tmp_path / "rep" / "README.md").read_text()
-    assert script.arm_slug("JEPA, lambda 0.3") == "jepa-lambda-0.3"
-    with pytest.raises(SystemExit, match="run directory name"):
-        script.arm_slug("JEPA")
-
-
-def test_compare_script_with_zero_reference_seeds_reports_the_arms_alone(tmp_path):
-    script = load_repo_script("examples/compare_maskgit_jepa.py")
-    runs = tmp_path / "runs"
-    write_finished_run(runs / "jepa-block-masks-seed0", 0.6)
-    script.main(["--seeds", "0", "--arm_seeds", "1", "--runs_dir", str(runs), "--report_dir", str(tmp_path / "rep"),
-                 "--report_only", "--arm", "JEPA block masks", "--mask_type block"])
-    assert list(level2_rows(tmp_path / "rep")) == ["JEPA block masks"]
-    with pytest.raises(SystemExit, match="no runs requested"):
-        script.main(["--seeds", "0", "--runs_dir", str(runs), "--report_dir", str(tmp_path / "rep"), "--report_only"])
-
 
 
 def test_many_arms_wrap_into_rows(tmp_path, monkeypatch):

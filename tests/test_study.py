@@ -80,3 +80,25 @@ def test_study_files_are_checked_before_any_work(change, message):
 def test_flags_become_argv():
     assert flags_to_argv({"preset": "cpu-quick", "use_ema": False, "no_eval": True, "x": None}) == [
         "--preset", "cpu-quick", "--no_use_ema", "--no_eval"]
+
+
+@pytest.mark.parametrize("path", sorted((REPO_ROOT / "studies").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_study_file_names_only_options_its_scripts_have(path, tmp_path):
+    """A typo in a study file would fail every cell hours into a run; every flag must be one its script's parser
+    (and the tokenizer's) knows."""
+    import subprocess
+    import sys
+
+    study = Study.from_file(path)
+    commands = [cell.command for cell in study.cells(tmp_path)] + study.tokenizer_commands(tmp_path)
+    assert commands, path
+    known: dict[str, str] = {}
+    for command in commands:
+        script = command[0]
+        if script not in known:
+            known[script] = subprocess.run([sys.executable, str(REPO_ROOT / script), "--help"], capture_output=True,
+                                           text=True, check=True, cwd=REPO_ROOT).stdout
+        for token in command[1:]:
+            if token.startswith("--"):
+                assert f"{token} " in known[script] or f"{token}\n" in known[script] or f"[{token}]" in known[script], (
+                    f"{path.name}: {script} has no option {token}")
