@@ -100,6 +100,21 @@ def test_rerun_into_a_used_output_dir_is_refused_and_resume_only_takes_this_runs
     assert steps(tmp_path) == [2] and [s for s, _ in list_checkpoints(tmp_path / "checkpoints")] == [2]
 
 
+def test_a_checkpoint_from_before_an_option_existed_resumes_when_the_option_keeps_its_default(data, probes, tmp_path):
+    """Upgrading compgen adds options; a checkpoint written before one existed resumes as long as this run keeps the
+    new option's default (the old run trained that way), and is refused when it does not."""
+    train(data, tmp_path, probes=probes, max_train_steps=2)
+    state_path = tmp_path / "checkpoints" / "checkpoint-2" / "trainer_state.json"
+    state = json.loads(state_path.read_text())
+    del state["config"]["torch_compile"]
+    state["fingerprint"] = "from-an-older-compgen"
+    state_path.write_text(json.dumps(state))
+    with pytest.raises(CheckpointError, match="torch_compile"):
+        train(data, tmp_path, probes=probes, max_train_steps=4, resume_from_checkpoint="latest", torch_compile=True)
+    train(data, tmp_path, probes=probes, max_train_steps=4, resume_from_checkpoint="latest")
+    assert steps(tmp_path) == [2, 4]
+
+
 # 2. Publishing into a directory that holds files.
 def test_publish_refuses_a_non_empty_directory_and_a_file(tmp_path, capsys):
     publish = load_repo_script("dataset_scripts/publish_concept_graph.py")

@@ -102,3 +102,43 @@ def test_every_study_file_names_only_options_its_scripts_have(path, tmp_path):
             if token.startswith("--"):
                 assert f"{token} " in known[script] or f"{token}\n" in known[script] or f"[{token}]" in known[script], (
                     f"{path.name}: {script} has no option {token}")
+
+
+def test_a_model_may_name_its_own_conditioning_modes(tmp_path):
+    """Paper B's two factors in one grid: every objective under full conditioning, one model under all four modes."""
+    study = Study.from_dict({
+        "name": "factors", "seeds": [0, 1], "steps": 2, "conditioning": ["full"],
+        "models": {"unet": {"script": "examples/train_tuple_unet.py"},
+                   "unet-grid": {"script": "examples/train_tuple_unet.py", "conditioning": list(CONDITIONING_MODES)}},
+    })
+    cells = study.cells(tmp_path)
+    assert sorted({c.arm for c in cells}) == sorted(["unet (full)"] + [f"unet-grid ({m})" for m in CONDITIONING_MODES])
+    assert len(cells) == 2 * (1 + 4)
+    dropped = next(c for c in cells if c.arm == "unet-grid (quantized+dropout)").command
+    assert dropped[dropped.index("--conditioning") + 1] == "quantized"
+    assert float(dropped[dropped.index("--concept_dropout") + 1]) == study.dropout
+    with pytest.raises(ValueError, match="unknown conditioning modes"):
+        Study.from_dict({"name": "x", "seeds": [0], "steps": 1,
+                         "models": {"u": {"script": "examples/train_tuple_unet.py", "conditioning": ["partial"]}}})
+
+
+def test_a_study_tokenizer_may_train_on_a_dataset_of_its_own(tmp_path):
+    """One tokenizer for every cell, trained on a dataset the study defines (e.g. all eight classes), exported once
+    next to the study's datasets; each token cell decodes through it."""
+    all_classes = [f"{s}{c}{z}" for s in "01" for c in "01" for z in "01"]
+    study = Study.from_dict({
+        "name": "shared-tokenizer", "seeds": [0], "steps": 2, "datasets": ["okawa-h32-train1"],
+        "tokenizer": {"script": "examples/train_vq_tokenizer.py",
+                      "dataset": {"name": "h32-all-classes", "split_preset": "H32-train1",
+                                  "training_classes": all_classes}},
+        "models": {"maskgit": {"script": "examples/train_maskgit_jepa.py", "tokens": True}},
+    })
+    (command,) = study.tokenizer_commands(tmp_path)
+    assert command[command.index("--dataset") + 1] == str(tmp_path / "data" / "h32-all-classes")
+    assert command[command.index("--dataset_config") + 1] == "h32-all-classes"
+    (cell,) = study.cells(tmp_path)
+    assert cell.command[cell.command.index("--dataset") + 1] == "okawa-h32-train1"
+    assert cell.command[cell.command.index("--vqvae_path") + 1] == command[command.index("--output_dir") + 1]
+    with pytest.raises(ValueError, match="tokenizer has unknown keys"):
+        Study.from_dict({"name": "x", "seeds": [0], "steps": 1, "tokenizer": {"script": "s", "data": "d"},
+                         "models": {"u": {"script": "examples/train_tuple_unet.py"}}})

@@ -17,13 +17,22 @@ ones while the rest go on, and writes ``summary.md`` / ``summary.json`` with plo
       flags: {preset: cpu-quick}
     models:
       maskgit: {script: examples/train_maskgit_jepa.py, tokens: true, flags: {preset: cpu-quick, jepa_weight: 0}}
-      dit: {script: examples/train_dit.py, tokens: true, flags: {preset: cpu-quick}}
+      dit: {script: examples/train_dit.py, tokens: true, flags: {preset: cpu-quick},
+            conditioning: [full, quantized]}   # a model's own modes replace the study's
 
 A dataset entry may also define a new concept-graph config, exported once into the study's ``data/`` directory::
 
     datasets:
       - {name: h32-train2, training_classes: ["000", "001", "011", "101"]}
       - {name: tiny, split_preset: H32-train1, images_per_class: 32, test_images_per_class: 4}
+
+The tokenizer trains on each study dataset's training split, unless ``tokenizer: {dataset: ...}`` names one dataset
+(a name or a config mapping, as above) for a single tokenizer shared by every cell, e.g. one trained on all eight
+classes when the training-split tokenizer caps the held-out classes (its name then labels every result)::
+
+    tokenizer:
+      script: examples/train_vq_tokenizer.py
+      dataset: {name: h32-all-classes, split_preset: H32-train1, training_classes: [...all eight...]}
 
 Every conditioning mode means the same for every model (:data:`CONDITIONING_MODES`): ``full`` feeds the per-image
 continuous values (colour RGB, size) during training and the class values at test time, ``quantized`` the class
@@ -120,14 +129,15 @@ class Study:
         for name, model in self.models.items():
             if not isinstance(model, dict) or "script" not in model:
                 raise ValueError(f"{source}: model {name!r} needs a script")
-            extra = sorted(set(model) - {"script", "tokens", "flags"})
+            extra = sorted(set(model) - {"script", "tokens", "flags", "conditioning"})
             if extra:
                 raise ValueError(f"{source}: model {name!r} has unknown keys {extra}")
             if not Path(model["script"]).is_file():
                 raise ValueError(f"{source}: model {name!r}: no script at {model['script']}")
             if model.get("tokens") and self.tokenizer is None:
                 raise ValueError(f"{source}: model {name!r} uses tokens but the study has no tokenizer")
-        bad = [c for c in self.conditioning if c not in CONDITIONING_MODES]
+        modes = list(self.conditioning) + [c for m in self.models.values() for c in m.get("conditioning", [])]
+        bad = [c for c in modes if c not in CONDITIONING_MODES]
         if bad:
             raise ValueError(f"{source}: unknown conditioning modes {bad}; choose from {list(CONDITIONING_MODES)}")
         if not self.seeds or not all(isinstance(s, int) for s in self.seeds):
@@ -136,9 +146,15 @@ class Study:
             raise ValueError(f"{source}: steps must be a positive integer")
         if not 0 < self.dropout < 1:
             raise ValueError(f"{source}: dropout must be in (0, 1)")
-        if self.tokenizer is not None and "script" not in self.tokenizer:
-            raise ValueError(f"{source}: the tokenizer needs a script")
-        for entry in self.datasets:
+        if self.tokenizer is not None:
+            if "script" not in self.tokenizer:
+                raise ValueError(f"{source}: the tokenizer needs a script")
+            extra = sorted(set(self.tokenizer) - {"script", "flags", "dataset"})
+            if extra:
+                raise ValueError(f"{source}: the tokenizer has unknown keys {extra}")
+        for entry in self.datasets + ([self.tokenizer.get("dataset")] if self.tokenizer else []):
+            if entry is None:
+                continue
             if isinstance(entry, dict) and not entry.get("name"):
                 raise ValueError(f"{source}: a dataset defined in the study needs a name: {entry}")
             if not isinstance(entry, str | dict):
@@ -148,10 +164,22 @@ class Study:
     def dataset_names(self) -> list[str]:
         return [entry if isinstance(entry, str) else entry["name"] for entry in self.datasets]
 
+    def _defined_datasets(self) -> list[dict[str, Any]]:
+        """The dataset configs the study defines (its datasets' and its tokenizer's)."""
+        entries = list(self.datasets) + [(self.tokenizer or {}).get("dataset")]
+        return [entry for entry in entries if isinstance(entry, dict)]
+
+    def tokenizer_dataset(self, dataset: str) -> str:
+        """The dataset whose training split trains the tokenizer of ``dataset``'s cells."""
+        entry = (self.tokenizer or {}).get("dataset")
+        if entry is None:
+            return dataset
+        return entry if isinstance(entry, str) else entry["name"]
+
     def dataset_flags(self, output_dir: Path, name: str) -> dict[str, str]:
         """``--dataset`` (and ``--dataset_config``) for one dataset of the study."""
-        for entry in self.datasets:
-            if isinstance(entry, dict) and entry["name"] == name:
+        for entry in self._defined_datasets():
+            if entry["name"] == name:
                 return {"dataset": str(output_dir / "data" / _slug(name)), "dataset_config": name}
         return {"dataset": name}
 
@@ -160,31 +188,32 @@ class Study:
         from ..data.concept_graph_builder import ConceptGraphShapesConfig
         from ..data.export import export_concept_graph_configs
 
-        for entry in self.datasets:
-            if isinstance(entry, dict):
-                target = output_dir / "data" / _slug(entry["name"])
-                if not (target / "README.md").is_file():
-                    export_concept_graph_configs([ConceptGraphShapesConfig(**entry)], target,
-                                                 cache_dir=str(output_dir / "data" / ".cache"))
+        for entry in self._defined_datasets():
+            target = output_dir / "data" / _slug(entry["name"])
+            if not (target / "README.md").is_file():
+                export_concept_graph_configs([ConceptGraphShapesConfig(**entry)], target,
+                                             cache_dir=str(output_dir / "data" / ".cache"))
 
     def tokenizer_dir(self, output_dir: Path, dataset: str) -> Path:
-        return output_dir / TOKENIZER_DIR / _slug(dataset)
+        return output_dir / TOKENIZER_DIR / _slug(self.tokenizer_dataset(dataset))
 
     def tokenizer_commands(self, output_dir: Path) -> list[tuple[str, ...]]:
-        """One tokenizer run per dataset (only if a model uses tokens)."""
+        """One tokenizer run per tokenizer dataset (only if a model uses tokens)."""
         if self.tokenizer is None or not any(m.get("tokens") for m in self.models.values()):
             return []
+        datasets = dict.fromkeys(self.tokenizer_dataset(dataset) for dataset in self.dataset_names)
         return [(self.tokenizer["script"], *flags_to_argv(
                     self.tokenizer.get("flags", {}) | self.dataset_flags(output_dir, dataset)
-                    | {"output_dir": str(self.tokenizer_dir(output_dir, dataset)), "resume_from_checkpoint": "latest"}))
-                for dataset in self.dataset_names]
+                    | {"output_dir": str(output_dir / TOKENIZER_DIR / _slug(dataset)),
+                       "resume_from_checkpoint": "latest"}))
+                for dataset in datasets]
 
     def cells(self, output_dir: Path) -> list[Cell]:
         """Every cell of the grid, in a fixed order (dataset, model, conditioning, seed)."""
         cells = []
         for dataset in self.dataset_names:
             for model_name, model in self.models.items():
-                for mode in self.conditioning:
+                for mode in model.get("conditioning", self.conditioning):
                     conditioning, dropped = CONDITIONING_MODES[mode]
                     for seed in self.seeds:
                         directory = output_dir / CELLS_DIR / _slug(f"{model_name}__{mode}__{dataset}__seed{seed}")
@@ -311,9 +340,12 @@ def write_summary(study: Study, output_dir: Path, cells: Sequence[Cell], statuse
     lines = [f"# Study {study.name}", "", study.description.strip(), ""] if study.description else \
         [f"# Study {study.name}", ""]
     failed = [c for c in cell_entries if c.get("status") == "failed"]
-    lines += [f"{len(cells)} cells ({len(study.models)} models x {len(study.conditioning)} conditioning modes x "
-              f"{len(study.seeds)} seeds x {len(study.datasets)} datasets), {study.steps} steps each; "
-              f"{len(failed)} failed.", ""]
+    lines += [f"{len(cells)} cells ({len({c.arm for c in cells})} model x conditioning arms x {len(study.seeds)} "
+              f"seeds x {len(study.datasets)} datasets), {study.steps} steps each; {len(failed)} failed.", ""]
+    if study.tokenizer is not None:
+        used = sorted({study.tokenizer_dataset(d) for d in study.dataset_names})
+        summary["tokenizer_datasets"] = used
+        lines += [f"Token models decode through a tokenizer trained on the training split of {', '.join(used)}.", ""]
     for cell in failed:
         lines.append(f"- failed: `{cell['cell']}`: {cell.get('error')}")
     if failed:

@@ -421,10 +421,13 @@ class Trainer:
         if fingerprint is not None and fingerprint != self.config.fingerprint():
             saved = trainer_state.get("config", {})
             ours = _jsonable(asdict(self.config))
+            # An option added to compgen after the checkpoint was written matches when this run keeps its default.
+            defaults = _jsonable(asdict(type(self.config)()))
             differences = sorted(k for k in set(saved) | set(ours)
-                                 if k not in RUN_OPTIONS and saved.get(k) != ours.get(k))
-            raise CheckpointError(f"checkpoint {path} was written by a run with other training options "
-                                  f"({', '.join(differences) or 'unknown'}); resuming it would mix two runs")
+                                 if k not in RUN_OPTIONS and saved.get(k, defaults.get(k)) != ours.get(k))
+            if differences or not saved:
+                raise CheckpointError(f"checkpoint {path} was written by a run with other training options "
+                                      f"({', '.join(differences) or 'unknown'}); resuming it would mix two runs")
         processes = trainer_state.get("num_processes", accelerator.num_processes)
         if processes != accelerator.num_processes:
             raise CheckpointError(f"checkpoint {path} was written with {processes} processes, this run has "
