@@ -1,6 +1,6 @@
 """Run a controlled study (models x conditioning x seeds x datasets) from a YAML file, and summarize it.
 
-    python examples/run_study.py --study studies/objective_h32.yaml --output_dir runs/objective
+    python examples/run_study.py --study studies/paper_b_h32.yaml --output_dir runs/paper_b_h32
     python examples/run_study.py --smoke --output_dir /tmp/smoke          # seconds: every model x conditioning mode
 
 Cells already finished are skipped, unfinished ones resume from their last checkpoint, a failing cell is reported

@@ -50,6 +50,20 @@ def test_emergence_report_predicts_measured_steps():
     assert report["levels"]["1"]["measured_step"] > report["levels"]["0"]["measured_step"]
 
 
+def test_emergence_order_plot_marks_classes_that_never_got_there(tmp_path):
+    from PIL import Image
+
+    from compgen.evaluation.emergence import plot_emergence_order
+
+    rates = {"00": {"a": 0.05, "b": 0.05}, "10": {"a": 0.05, "b": 0.05},
+             "01": {"a": 0.05, "b": 0.0}, "11": {"a": 0.05, "b": 0.0}}
+    report = emergence_report([_record(step, rates) for step in range(0, 501, 10)], threshold=0.9)
+    assert report["classes"]["11"]["measured_step"] is None and report["classes"]["00"]["measured_step"] is not None
+    plot_emergence_order(report, tmp_path / "order.png")
+    with Image.open(tmp_path / "order.png") as image:
+        assert image.format == "PNG" and image.size[0] > 200
+
+
 def test_toy_plot_is_png(tmp_path):
     from PIL import Image
 

@@ -41,7 +41,7 @@ def test_cli_writes_every_plot(tmp_path):
     main([str(log), "--output-dir", str(tmp_path / "plots"), "--samples-dir", str(samples), "--smoothing", "2"])
     names = sorted(p.name for p in (tmp_path / "plots").iterdir())
     assert names == sorted([
-        "concept_accuracy.png", "concept_graph.png", "emergence.md", "learning_dynamics.png",
+        "concept_accuracy.png", "concept_graph.png", "emergence.md", "emergence_order.png", "learning_dynamics.png",
         "learning_dynamics_additive.png", "multiplicative_vs_additive.png", "samples.png"])
     for name in names:
         if name.endswith(".png"):

@@ -147,3 +147,29 @@ def plot_toy_model(
     right.plot(ns, [critical_time(int(n), p, threshold) for n in ns], "o-", color="black")
     right.set(xlabel="number of composed concepts n", ylabel="critical time t*", title=f"(b) t* at P* = {threshold}")
     save_figure(fig, path)
+
+
+def plot_emergence_order(report: dict[str, Any], path: str | os.PathLike, title: str | None = None) -> None:
+    """When each class first reaches the threshold, measured (filled) and predicted by the toy model (open), classes
+    ordered by level as in Paper A Fig. 5 (training classes, then level 1, then level 2). Paper A's ordering holds
+    when the filled markers rise level by level; a class that never got there sits on the "never" line."""
+    from .figures import level_color, save_figure, subplots
+
+    classes = sorted(report["classes"].items(), key=lambda item: (item[1]["level"], item[0]))
+    known = [row[key] for _, row in classes for key in ("measured_step", "predicted_step") if row[key]]
+    never = 2.0 * max(known) if known else 1.0
+    fig, ax = subplots(figsize=(1.0 + 0.7 * len(classes), 3.6))
+    for x, (name, row) in enumerate(classes):
+        color = level_color(row["level"])
+        measured, predicted = row["measured_step"], row["predicted_step"]
+        ax.scatter(x, measured or never, s=60, color=color, marker="o" if measured else "x",
+                   label=f"level {row['level']}" if all(r["level"] != row["level"] for _, r in classes[:x]) else None)
+        ax.scatter(x, predicted or never, s=60, facecolors="none", edgecolors=color, marker="s")
+    ax.axhline(never, color="gray", linestyle=":", linewidth=1)
+    ax.text(len(classes) - 0.5, never, "never", va="bottom", ha="right", color="gray", fontsize=8)
+    ax.set_xticks(range(len(classes)), [name for name, _ in classes])
+    ax.set_yscale("log")
+    ax.set(xlabel="class (ordered by level)", ylabel=f"first step with accuracy >= {report['threshold']}",
+           title=title or "emergence order: measured (filled) vs toy model (open squares)")
+    ax.legend(frameon=False, fontsize=8)
+    save_figure(fig, path)

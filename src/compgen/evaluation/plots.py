@@ -226,7 +226,7 @@ def plot_all(
     prefix: str = "",
 ) -> list[Path]:
     """Every plot of a tracker log (and its samples, if any); returns the written paths."""
-    from .emergence import emergence_report, format_emergence_report
+    from .emergence import emergence_report, format_emergence_report, plot_emergence_order
 
     records = read_log(log_path)
     if not records:
@@ -250,10 +250,11 @@ def plot_all(
         plot_sample_grid(load_sample_files(samples_dir), grid_path)
         written.append(grid_path)
     if len(records) >= 2:
-        report = format_emergence_report(emergence_report(records))
+        report = emergence_report(records)
         report_path = output / f"{prefix}emergence.md"
-        atomic_write_bytes(report_path, (report + "\n").encode("utf-8"))
-        written.append(report_path)
+        atomic_write_bytes(report_path, (format_emergence_report(report) + "\n").encode("utf-8"))
+        plot_emergence_order(report, output / f"{prefix}emergence_order.png")
+        written += [report_path, output / f"{prefix}emergence_order.png"]
     return written
 
 
