@@ -159,7 +159,7 @@ def plot_emergence_order(report: dict[str, Any], path: str | os.PathLike, title:
     known = [row[key] for _, row in classes for key in ("measured_step", "predicted_step") if row[key]]
     never = 2.0 * max(known) if known else 1.0
     fig, ax = subplots(figsize=(1.0 + 0.7 * len(classes), 3.6))
-    for x, (name, row) in enumerate(classes):
+    for x, (_, row) in enumerate(classes):
         color = level_color(row["level"])
         measured, predicted = row["measured_step"], row["predicted_step"]
         ax.scatter(x, measured or never, s=60, color=color, marker="o" if measured else "x",

@@ -85,7 +85,10 @@ def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, gu
     from .tracker import LearningDynamicsTracker, graph_from_record, read_log
 
     run_dir = Path(run_dir)
-    graph = graph_from_record(read_log(run_dir / "learning_dynamics.jsonl")[-1])
+    last_record = read_log(run_dir / "learning_dynamics.jsonl")[-1]
+    graph = graph_from_record(last_record)
+    if num_inference_steps is None:  # the training evaluation's sampler (logs before it was recorded: the pipeline's)
+        num_inference_steps = last_record.get("sampling", {}).get("num_inference_steps")
     pipeline, denoiser = load_run_pipeline(run_dir)
     if checkpoint is not None:
         path = Path(checkpoint) if Path(checkpoint).is_dir() else run_dir / "checkpoints" / checkpoint
@@ -112,7 +115,7 @@ def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, gu
 
     tracker = LearningDynamicsTracker(graph, default_shapes_probes(graph.space), num_images_per_class=images_per_class,
                                       seed=seed)
-    record = tracker.evaluate(generate, step=int(read_log(run_dir / "learning_dynamics.jsonl")[-1]["step"]))
+    record = tracker.evaluate(generate, step=int(last_record["step"]))
     record["evaluation_options"] = {"num_inference_steps": num_inference_steps, "guidance_scale": guidance_scale,
                                     "concept_values": concept_values, "checkpoint": checkpoint,
                                     "weights": weights if checkpoint else "exported"}
@@ -134,7 +137,8 @@ def record_markdown(record: dict[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir")
-    parser.add_argument("--num_inference_steps", type=int, default=None, help="default: the pipeline's")
+    parser.add_argument("--num_inference_steps", type=int, default=None,
+                        help="default: the steps the training evaluation used (older logs: the pipeline's default)")
     parser.add_argument("--guidance_scale", type=float, default=1.0)
     parser.add_argument("--concept_values", choices=["canonical", "sampled"], default="canonical")
     parser.add_argument("--checkpoint", default=None, help="a checkpoint name or directory (default: the export)")

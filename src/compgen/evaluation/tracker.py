@@ -98,9 +98,13 @@ class LearningDynamicsTracker:
         self._start = time.perf_counter()
 
     def evaluate(
-        self, generate: SampleFunction, step: int, images_seen: int | None = None, accelerator: Any = None
+        self, generate: SampleFunction, step: int, images_seen: int | None = None, accelerator: Any = None,
+        sampling: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Generate, score and log one evaluation; returns the record (also appended to ``self.records``)."""
+        """Generate, score and log one evaluation; returns the record (also appended to ``self.records``).
+
+        ``sampling`` (the sampler options ``generate`` used, e.g. ``{"num_inference_steps": 20}``) is kept in the
+        record, so that a later re-scoring (``compgen.evaluation.evaluate``) reproduces it."""
         eval_start = time.perf_counter()
         n = self.num_images_per_class
         requested = [name for name in self.class_names for _ in range(n)]
@@ -170,6 +174,8 @@ class LearningDynamicsTracker:
                         f"{c} ({accuracy[c]:.2f} vs {pixel_accuracy[c]:.2f})" for c in record["scorer_disagreements"]
                     ),
                 )
+        if sampling:
+            record["sampling"] = dict(sampling)
         self.records.append(record)
         is_main = accelerator is None or getattr(accelerator, "is_main_process", True)
         if is_main and self.log_path is not None:

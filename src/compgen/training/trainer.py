@@ -176,6 +176,10 @@ class TrainingTask:
         """Name, tags and a description for the model card."""
         return {}
 
+    def eval_sampling(self) -> dict[str, Any]:
+        """The sampler options :meth:`generate` uses (kept with every evaluation record, for re-scoring)."""
+        return {}
+
     def to(self, device: torch.device | str) -> TrainingTask:
         """Move every module and tensor this task holds to ``device`` (the model's own placement is Accelerate's)."""
         for name, value in list(vars(self).items()):
@@ -509,7 +513,8 @@ class Trainer:
         """Score the (EMA) model on every class of the graph and log the record (main process only)."""
         eval_model = state.ema.shadow if state.ema is not None else accelerator.unwrap_model(state.model)
         return tracker.evaluate(functools.partial(self.task.generate, eval_model), step=state.step,
-                                images_seen=state.images_seen, accelerator=accelerator)
+                                images_seen=state.images_seen, accelerator=accelerator,
+                                sampling=self.task.eval_sampling())
 
     def train(self) -> list[dict[str, Any]]:
         """Train to ``max_train_steps`` (resuming if asked), export, write the model card; returns the eval log."""

@@ -1,0 +1,71 @@
+"""Re-scoring trained runs: ``compgen.evaluation.evaluate`` reproduces the training evaluation and scores a
+checkpoint's online weights or other sampler options; ``gate_diagnostics`` measures the U-Net's gates per class."""
+
+import json
+
+import numpy as np
+import pytest
+from conftest import reset_accelerate_state
+from repo_scripts import load_repo_script
+
+from compgen.evaluation.evaluate import evaluate_run
+from compgen.evaluation.evaluate import main as evaluate_main
+from compgen.evaluation.gate_diagnostics import main as gates_main
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+
+@pytest.fixture(scope="module")
+def unet_run(tmp_path_factory):
+    """A tiny U-Net run with evaluations, checkpoints and an export (EMA weights)."""
+    out = tmp_path_factory.mktemp("unet-run")
+    reset_accelerate_state()
+    load_repo_script("examples/train_tuple_unet.py").main([
+        "--dataset", "okawa-h32-train1", "--cache_dir", str(out / "cache"), "--block_out_channels", "8,16",
+        "--layers_per_block", "1", "--train_batch_size", "8", "--max_train_steps", "4", "--eval_steps", "4",
+        "--eval_images_per_class", "4", "--checkpointing_steps", "4", "--eval_inference_steps", "3",
+        "--use_ema", "--output_dir", str(out / "run")])
+    return out / "run"
+
+
+def test_the_training_log_records_the_evaluation_sampler(unet_run):
+    last = json.loads((unet_run / "learning_dynamics.jsonl").read_text().splitlines()[-1])
+    assert last["sampling"] == {"num_inference_steps": 3}
+
+
+def test_rescoring_the_export_reproduces_the_training_evaluation(unet_run):
+    """Same sampler (read from the log), same seed, same EMA weights: the same scores, class by class."""
+    last = json.loads((unet_run / "learning_dynamics.jsonl").read_text().splitlines()[-1])
+    record = evaluate_run(unet_run, images_per_class=4)
+    assert record["evaluation_options"]["num_inference_steps"] == 3
+    for key in ("accuracy", "pixel_accuracy", "object_rate"):
+        assert record[key] == last[key], key
+
+
+def test_rescoring_a_checkpoints_online_weights_and_other_options(unet_run, tmp_path, capsys):
+    online = evaluate_main([str(unet_run), "--checkpoint", "checkpoint-4", "--weights", "online",
+                            "--images_per_class", "2", "--num_inference_steps", "2", "--output",
+                            str(tmp_path / "online.json")])
+    assert online["evaluation_options"] == {"num_inference_steps": 2, "guidance_scale": 1.0,
+                                            "concept_values": "canonical", "checkpoint": "checkpoint-4",
+                                            "weights": "online"}
+    assert json.loads((tmp_path / "online.json").read_text())["accuracy"] == online["accuracy"]
+    assert "| 111 | 2 |" in capsys.readouterr().out
+    sampled = evaluate_run(unet_run, images_per_class=2, concept_values="sampled")
+    assert set(sampled["accuracy"]) == set(online["accuracy"])
+    with pytest.raises(SystemExit):
+        evaluate_main([str(unet_run), "--num_inference_steps", "0"])
+
+
+def test_gate_diagnostics_report_every_class_and_decoder_stage(unet_run, tmp_path):
+    result = gates_main([str(unet_run), "--noise_step", "100", "--markdown", str(tmp_path / "gates.md")])
+    assert set(result["classes"]) == {f"{s}{c}{z}" for s in "01" for c in "01" for z in "01"}
+    entry = result["classes"]["111"]
+    assert entry["level"] == 2 and len(entry["stages"]) == 2
+    for stage in entry["stages"]:
+        assert np.isfinite(list(stage.values())).all() and 0 <= stage["near_zero_fraction"] <= 1
+    # Feature RMS is relative to the training classes' mean: over the training classes it averages to 1 per stage.
+    training = [result["classes"][name]["stages"] for name in result["training_classes"]]
+    for stage in range(2):
+        assert np.mean([stages[stage]["feature_rms_vs_training"] for stages in training]) == pytest.approx(1.0)
+    assert (tmp_path / "gates.md").read_text().count("| 111 | 2 |") == 2
