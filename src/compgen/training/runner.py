@@ -17,7 +17,9 @@ every run's status and wall-clock. ``examples/run_study.py`` builds on this for 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
+import io
 import json
 import logging
 import multiprocessing
@@ -30,6 +32,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import TextIO
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +72,23 @@ def parse_runs(text: str) -> list[list[str]]:
     return commands
 
 
+class _TeeLastLine(io.TextIOBase):
+    """Writes through to ``stream`` and keeps the last non-empty line (argparse's error message on exit status 2)."""
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+        self.last_line = ""
+
+    def write(self, text: str) -> int:
+        lines = [line for line in text.splitlines() if line.strip()]
+        if lines:
+            self.last_line = lines[-1].strip()
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
 def run_in_process(command: Sequence[str]) -> RunResult:
     """Run one command (``[script.py, *flags]``) in this process through the script's ``main(argv)``."""
     from accelerate.state import AcceleratorState, GradientState
@@ -79,14 +99,17 @@ def run_in_process(command: Sequence[str]) -> RunResult:
     # any, stays: every run of the queue shares it.
     AcceleratorState._reset_state(reset_partial_state=False)
     GradientState._reset_state()
+    stderr = _TeeLastLine(sys.stderr)
     try:
-        load_script(command[0]).main(list(command[1:]))
+        with contextlib.redirect_stderr(stderr):
+            load_script(command[0]).main(list(command[1:]))
     except Exception as error:  # a failing run is reported; the queue goes on
         logger.error("run failed: %s\n%s", text, traceback.format_exc())
         return RunResult(text, "failed", round(time.perf_counter() - start, 3), f"{type(error).__name__}: {error}")
     except SystemExit as exit_:  # argparse errors
         if exit_.code not in (0, None):
-            return RunResult(text, "failed", round(time.perf_counter() - start, 3), f"exit status {exit_.code}")
+            error = f"exit status {exit_.code}: {stderr.last_line}"
+            return RunResult(text, "failed", round(time.perf_counter() - start, 3), error)
     return RunResult(text, "ok", round(time.perf_counter() - start, 3))
 
 
