@@ -29,10 +29,13 @@ PRESETS = {
         checkpointing_steps=780,
         eval_inference_steps=50,
     ),
-    # Small enough for a 2-core CPU (about 28 minutes on one core): a U-Net of widths (64, 128) with one residual
-    # block per stage, bf16 autocast, v-prediction (with epsilon prediction a narrower U-Net still drew grey, noisy
-    # backgrounds after 2000 steps; with v it draws clean objects by step 600), a higher learning rate with
-    # warm-up, and EMA weights. Two blocks per stage ran 1.5x slower without composing better by step 1250.
+    # For a 2-core CPU: a U-Net of widths (64, 128) with one residual block per stage, bf16 autocast where the CPU
+    # runs it fast ("auto"; fp32 on AVX2-only CPUs, where bf16 was 14x slower), v-prediction (with epsilon
+    # prediction a narrower U-Net still drew grey, noisy backgrounds after 2000 steps; with v it draws clean objects
+    # by step 600), a higher learning rate with warm-up, and EMA weights. Two blocks per stage ran 1.5x slower
+    # without composing better by step 1250. Wall clock depends on the CPU: 28 min on one core with bf16
+    # (session-2 machine), about 90 min in fp32 on an AVX2-only EPYC core (1.8 s per step); see
+    # docs/tuple_unet_h32.md.
     "cpu-quick": dict(
         block_out_channels="64,128",
         layers_per_block=1,
