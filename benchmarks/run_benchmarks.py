@@ -275,7 +275,8 @@ class Bench:
         dit = TupleConditionedDiT(space.to_dict(), latent_channels=16, grid_size=7, hidden_size=128, num_layers=4,
                                   num_heads=4, conditioning="full", latent_mean=mean, latent_std=std,
                                   continuous_concepts=shapes_continuous_concepts(space))
-        task = DiTTask(dit, vqvae, DDPMScheduler(num_train_timesteps=500, prediction_type="v_prediction"), latents)
+        task = DiTTask(dit, vqvae, DDPMScheduler(num_train_timesteps=500, prediction_type="v_prediction",
+                                                 clip_sample=False), latents)
         self.train("compgen DiT cpu-quick (h128, L4)", task_step(task, batch, self.device, self.dtype), batch_size)
 
     def sampling(self, unet_batch: int, maskgit_batch: int) -> None:

@@ -77,7 +77,9 @@ def main(argv: list[str] | None = None) -> None:
         latent_mean=mean,
         latent_std=std,
     )
-    scheduler = paper_ddpm_scheduler(args.num_train_timesteps, args.prediction_type)  # the U-Net's schedule
+    # The U-Net's schedule, without clipping: standardized latents are not bounded by [-1, 1] (clipping them turned
+    # every sample into a blue smear).
+    scheduler = paper_ddpm_scheduler(args.num_train_timesteps, args.prediction_type, clip_sample=False)
     task = DiTTask(transformer, vqvae, scheduler, latents, eval_inference_steps=args.eval_inference_steps,
                    tokenizer_report=report)
     run.train(task)

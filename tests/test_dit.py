@@ -42,7 +42,7 @@ def make_pipe(concept_dropout=0.0):
     vqvae = build_vq_tokenizer(28, block_out_channels=(8, 8, 8), num_vq_embeddings=32, vq_embed_dim=4,
                                norm_num_groups=4).eval()
     pipe = TupleConditionedDiTPipeline(vqvae=vqvae, transformer=make_dit(concept_dropout=concept_dropout).eval(),
-                                       scheduler=DDPMScheduler(num_train_timesteps=50))
+                                       scheduler=DDPMScheduler(num_train_timesteps=50, clip_sample=False))
     pipe.set_progress_bar_config(disable=True)
     return pipe
 
@@ -104,6 +104,37 @@ def test_pipeline_is_deterministic_and_round_trips_through_save_pretrained(tmp_p
     assert generic("011", num_inference_steps=2, output_type="np").images.shape == (1, 28, 28, 3)
 
 
+def test_sampling_keeps_latents_beyond_the_unit_range_and_refuses_a_clipping_scheduler(monkeypatch):
+    # Standardized latents range beyond [-1, 1]; a scheduler that clips its clean-sample estimate would corrupt them
+    # (every sample of a trained DiT came out as a blue smear). With a denoiser that always predicts the same clean
+    # latents, DDIM must end exactly on them.
+    from diffusers.models.unets.unet_2d import UNet2DOutput
+
+    pipe = make_pipe()
+    config = pipe.transformer.config
+    target = 3 * torch.randn(1, config.latent_channels, config.grid_size, config.grid_size,
+                             generator=torch.Generator().manual_seed(0))
+    assert target.abs().max() > 1
+    monkeypatch.setattr(pipe.transformer, "forward",
+                        lambda sample, *args, **kwargs: UNet2DOutput(sample=target.expand_as(sample)))
+    pipe.scheduler = DDIMScheduler.from_config(pipe.scheduler.config, prediction_type="sample")
+    images = pipe("000", num_inference_steps=4, generator=torch.Generator().manual_seed(0), output_type="pt").images
+    quantized, _, _ = pipe.vqvae.quantize(pipe.transformer.denormalize_latents(target))
+    expected = pipe.image_processor.postprocess(pipe.vqvae.decoder(pipe.vqvae.post_quant_conv(quantized)),
+                                                output_type="pt")
+    torch.testing.assert_close(images, expected)
+    # Without the refusal, the clipped sampler would end elsewhere.
+    pipe.scheduler = DDIMScheduler.from_config(pipe.scheduler.config, prediction_type="sample", clip_sample=True)
+    with pytest.raises(ValueError, match="clip_sample=True"):
+        pipe("000", num_inference_steps=4)
+    with pytest.raises(ValueError, match="clip_sample=True"):
+        TupleConditionedDiTPipeline(vqvae=pipe.vqvae, transformer=pipe.transformer,
+                                    scheduler=DDPMScheduler(num_train_timesteps=50))
+    with pytest.raises(ValueError, match="clip_sample=True"):
+        DiTTask(pipe.transformer, pipe.vqvae, DDPMScheduler(num_train_timesteps=50),
+                torch.zeros(2, config.latent_channels, config.grid_size, config.grid_size))
+
+
 def test_guidance_needs_null_concepts_and_changes_the_samples():
     with pytest.raises(ValueError, match="concept_dropout > 0"):
         make_pipe()("111", guidance_scale=3.0, num_inference_steps=2)
@@ -148,7 +179,8 @@ def _tasks(conditioning: str, concept_dropout: float):
         "unet": DDPMTask(unet, DDPMScheduler(num_train_timesteps=50)),
         "maskgit": MaskGITTask(transformer, vqvae, MaskGITScheduler(mask_token_id=16),
                                precompute_tokens(vqvae, images), jepa_weight=0.0),
-        "dit": DiTTask(dit, vqvae, DDPMScheduler(num_train_timesteps=50), precompute_latents(vqvae, images)),
+        "dit": DiTTask(dit, vqvae, DDPMScheduler(num_train_timesteps=50, clip_sample=False),
+                       precompute_latents(vqvae, images)),
     }
 
 

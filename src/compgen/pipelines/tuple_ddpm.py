@@ -14,15 +14,18 @@ from .concept_inputs import ConceptPrompts, prepare_concept_inputs
 from .denoising import check_sampling_options, denoise
 
 
-def paper_ddpm_scheduler(num_train_timesteps: int = 500, prediction_type: str = "epsilon") -> DDPMScheduler:
+def paper_ddpm_scheduler(num_train_timesteps: int = 500, prediction_type: str = "epsilon",
+                         clip_sample: bool = True) -> DDPMScheduler:
     """Paper A's noise schedule: DDPM, T = 500, linear betas 1e-4 .. 0.02; epsilon prediction as the paper (or
-    ``v_prediction`` / ``sample``). Every compgen diffusion model (U-Net, DiT) trains on it."""
+    ``v_prediction`` / ``sample``). Every compgen diffusion model (U-Net, DiT) trains on it. ``clip_sample`` clips
+    each step's clean-sample estimate to [-1, 1]: right for pixels, wrong for unbounded (standardized) latents."""
     return DDPMScheduler(
         num_train_timesteps=num_train_timesteps,
         beta_start=1e-4,
         beta_end=0.02,
         beta_schedule="linear",
         prediction_type=prediction_type,
+        clip_sample=clip_sample,
     )
 
 

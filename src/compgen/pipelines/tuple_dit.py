@@ -14,6 +14,17 @@ from .concept_inputs import ConceptPrompts, prepare_concept_inputs
 from .denoising import check_sampling_options, denoise
 
 
+def check_unclipped_scheduler(scheduler: SchedulerMixin) -> None:
+    """Refuse a scheduler that clips its clean-sample estimates to [-1, 1]: the DiT's standardized latents range
+    beyond that, and clipping them at every step gives wrong images without an error."""
+    if getattr(scheduler.config, "clip_sample", False):
+        raise ValueError(
+            f"{type(scheduler).__name__} has clip_sample=True, but the DiT diffuses standardized latents that are not "
+            "bounded by [-1, 1]; clipping them corrupts every sample. Pass a scheduler with clip_sample=False, e.g. "
+            "scheduler=DDPMScheduler.from_pretrained(path, subfolder='scheduler', clip_sample=False)."
+        )
+
+
 class TupleConditionedDiTPipeline(DiffusionPipeline):
     r"""Generate images of concept classes (``"111"``, ``(1, 1, 1)``) by diffusing tokenizer latents.
 
@@ -36,6 +47,7 @@ class TupleConditionedDiTPipeline(DiffusionPipeline):
         if latent_channels != transformer.config.latent_channels:
             raise ValueError(f"the tokenizer's latents have {latent_channels} channels but the transformer expects "
                              f"{transformer.config.latent_channels}")
+        check_unclipped_scheduler(scheduler)
         self.register_modules(vqvae=vqvae, transformer=transformer, scheduler=scheduler)
         self.image_processor = VaeImageProcessor(do_resize=False)
 
@@ -68,6 +80,7 @@ class TupleConditionedDiTPipeline(DiffusionPipeline):
             quantize: Snap the generated latents to the codebook before decoding (the decoder's training input).
         """
         check_sampling_options(output_type, num_inference_steps)
+        check_unclipped_scheduler(self.scheduler)  # also a scheduler swapped in after construction
         device = self._execution_device
         inputs = prepare_concept_inputs(
             self.transformer, concepts, num_images_per_prompt, guidance_scale, concept_values, device=device

@@ -57,6 +57,9 @@ class DiTTask(DDPMTask):
         use_full_conditioning: bool | None = None,
         tokenizer_report: dict[str, Any] | None = None,
     ) -> None:
+        from ..pipelines.tuple_dit import check_unclipped_scheduler
+
+        check_unclipped_scheduler(scheduler)
         super().__init__(transformer, scheduler, eval_inference_steps, eval_batch_size, use_full_conditioning)
         expected = (transformer.config.latent_channels, transformer.config.grid_size, transformer.config.grid_size)
         if train_latents.ndim != 4 or tuple(train_latents.shape[1:]) != expected:
