@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -110,3 +111,44 @@ def test_queue_runs_one_after_another_in_one_process_and_survives_a_failing_run(
     assert any(not torch.equal(a[k], b[k]) for k in a)  # the two seeds trained two different models
     with pytest.raises(ValueError, match="script path"):
         parse_runs("--seed 0 examples/train_tuple_unet.py")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = f"/proc/{pid}/status"
+    return not os.path.exists(status) or "zombie" not in open(status).read()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_queue_workers_die_with_a_killed_runner(tmp_path):
+    # A killed runner must not leave workers that go on training into run directories (a rerun resumes there).
+    pid_file = tmp_path / "worker.pid"
+    script = tmp_path / "runner.py"
+    script.write_text(f"""
+import multiprocessing, os, time
+from concurrent.futures import ProcessPoolExecutor
+from compgen.training.runner import die_with_parent
+
+def work(path):
+    open(path, "w").write(str(os.getpid()))
+    time.sleep(120)
+
+if __name__ == "__main__":
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=die_with_parent) as pool:
+        pool.submit(work, {str(pid_file)!r}).result()
+""")
+    parent = subprocess.Popen([sys.executable, str(script)])
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline, "the worker never started"
+        time.sleep(0.2)
+    worker = int(pid_file.read_text())
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 20
+    while _alive(worker):
+        assert time.monotonic() < deadline, "the worker outlived the killed runner"
+        time.sleep(0.2)

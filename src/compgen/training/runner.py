@@ -113,6 +113,16 @@ def run_in_process(command: Sequence[str]) -> RunResult:
     return RunResult(text, "ok", round(time.perf_counter() - start, 3))
 
 
+def die_with_parent() -> None:
+    """Worker initializer: stop this worker when the process that started it dies (Linux ``PR_SET_PDEATHSIG``), so a
+    killed runner leaves no orphan that goes on training into a run directory a rerun will use; a no-op elsewhere."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+
+
 def _run_share(commands: list[list[str]], threads: int | None) -> list[RunResult]:
     if threads:
         import torch
@@ -131,7 +141,8 @@ def run_queue(commands: Sequence[Sequence[str]], parallel: int = 1, threads_per_
     if parallel == 1 or len(commands) <= 1:
         return _run_share(commands, threads_per_worker)
     shares = [commands[worker::parallel] for worker in range(parallel)]
-    with ProcessPoolExecutor(max_workers=parallel, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(max_workers=parallel, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=die_with_parent) as pool:
         done = list(pool.map(_run_share, shares, [threads_per_worker or 1] * parallel))
     results: list[RunResult | None] = [None] * len(commands)
     for worker, share_results in enumerate(done):

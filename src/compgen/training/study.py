@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic_io import atomic_write_text
-from .runner import RunResult, run_in_process
+from .runner import RunResult, die_with_parent, run_in_process
 
 CONDITIONING_MODES: dict[str, tuple[str, bool]] = {
     "full": ("full", False),
@@ -300,7 +300,8 @@ def run_study(study: Study, output_dir: str | os.PathLike, parallel: int = 1, th
             bar.update(1)
     else:
         # Spawned, not forked, workers: this process may already have run torch (a tokenizer).
-        with ProcessPoolExecutor(max_workers=parallel, mp_context=multiprocessing.get_context("spawn")) as pool:
+        with ProcessPoolExecutor(max_workers=parallel, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=die_with_parent) as pool:
             futures = {pool.submit(_run_cell, cell.command, threads_per_worker or 1): cell for cell in todo}
             for future in as_completed(futures):
                 cell = futures[future]
