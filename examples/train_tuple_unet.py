@@ -34,7 +34,7 @@ PRESETS = {
     # prediction a narrower U-Net still drew grey, noisy backgrounds after 2000 steps; with v it draws clean objects
     # by step 600), a higher learning rate with warm-up, and EMA weights. Two blocks per stage ran 1.5x slower
     # without composing better by step 1250. Wall clock depends on the CPU: 28 min on one core with bf16
-    # (session-2 machine), about 90 min in fp32 on an AVX2-only EPYC core (1.8 s per step); see
+    # (session-2 machine), about 90-110 min in fp32 on an AVX2-only EPYC core (1.8-2.2 s per step); see
     # docs/tuple_unet_h32.md.
     "cpu-quick": dict(
         block_out_channels="64,128",
