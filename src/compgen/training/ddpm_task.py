@@ -91,9 +91,6 @@ class DDPMTask(TrainingTask):
     def save_pretrained(self, model, output_dir: Path) -> None:
         self.pipeline(model).save_pretrained(output_dir, safe_serialization=True)
 
-    def eval_sampling(self) -> dict[str, Any]:
-        return {"num_inference_steps": self.eval_inference_steps}
-
     def model_card_details(self) -> dict[str, Any]:
         config = self.model.config
         return {

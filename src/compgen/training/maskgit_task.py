@@ -170,9 +170,6 @@ class MaskGITTask(TrainingTask):
             predictor_state = {k: v.contiguous() for k, v in model.predictor.state_dict().items()}
             save_file(predictor_state, str(target_dir / "predictor.safetensors"))
 
-    def eval_sampling(self) -> dict[str, Any]:
-        return {"num_inference_steps": self.eval_inference_steps}
-
     def model_card_details(self) -> dict[str, Any]:
         config = self.model.transformer.config
         hyper: dict[str, Any] = {

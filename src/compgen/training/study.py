@@ -204,8 +204,7 @@ class Study:
         datasets = dict.fromkeys(self.tokenizer_dataset(dataset) for dataset in self.dataset_names)
         return [(self.tokenizer["script"], *flags_to_argv(
                     self.tokenizer.get("flags", {}) | self.dataset_flags(output_dir, dataset)
-                    | {"output_dir": str(output_dir / TOKENIZER_DIR / _slug(dataset)),
-                       "resume_from_checkpoint": "latest"}))
+                    | {"output_dir": str(self.tokenizer_dir(output_dir, dataset)), "resume_from_checkpoint": "latest"}))
                 for dataset in datasets]
 
     def cells(self, output_dir: Path) -> list[Cell]:

@@ -84,8 +84,8 @@ class TrainingConfig:
     """``no``, ``fp16`` (CUDA only), ``bf16``, or ``auto``: bf16 where the hardware computes it natively (CUDA GPUs
     with bf16, CPUs with AVX-512 BF16 or AMX), fp32 elsewhere (on an AVX2 CPU bf16 autocast ran 14x slower)."""
     torch_compile: bool = False
-    """Compile the model with ``torch.compile`` (Accelerate's inductor backend). Off by default: on a CPU it measured
-    no faster for these small models, and it has not been measured on a GPU yet (``docs/performance.md``)."""
+    """Compile the model with ``torch.compile`` (Accelerate's inductor backend). Off by default: on a CPU it compiled
+    for minutes before the first step of even a tiny model, and it has not been measured on a GPU yet."""
     checkpointing_steps: int = 500
     checkpoints_total_limit: int | None = 2
     resume_from_checkpoint: str | None = None
@@ -177,8 +177,10 @@ class TrainingTask:
         return {}
 
     def eval_sampling(self) -> dict[str, Any]:
-        """The sampler options :meth:`generate` uses (kept with every evaluation record, for re-scoring)."""
-        return {}
+        """The sampler options :meth:`generate` uses (kept with every evaluation record, for re-scoring): the
+        ``eval_inference_steps`` of a task that samples in steps."""
+        steps = getattr(self, "eval_inference_steps", None)
+        return {} if steps is None else {"num_inference_steps": steps}
 
     def to(self, device: torch.device | str) -> TrainingTask:
         """Move every module and tensor this task holds to ``device`` (the model's own placement is Accelerate's)."""
