@@ -18,6 +18,7 @@ from compgen.data.concept_graph_builder import (
     encode_png,
 )
 from compgen.shapes import COLOR_RGB
+from compgen.solids import AMBIENT
 
 SMALL = {"images_per_class": 6, "test_images_per_class": 3}
 
@@ -32,7 +33,8 @@ def _rows_by_class(split: datasets.Dataset) -> dict[str, list[dict]]:
 
 def test_predefined_configs():
     names = [config.name for config in ConceptGraphShapes.BUILDER_CONFIGS]
-    assert names == ["okawa-h32-train1", "okawa-fail1", "okawa-h42-train1"]
+    assert names == ["okawa-h32-train1", "okawa-h32-train2", "okawa-h32-train3", "okawa-h32-train4",
+                     "okawa-h32-train1-flat", "okawa-fail1", "okawa-h42-train1"]
     assert ConceptGraphShapes.DEFAULT_CONFIG_NAME == "okawa-h32-train1"
     for config in ConceptGraphShapes.BUILDER_CONFIGS:
         assert sum(config.train_counts.values()) == 5000
@@ -68,15 +70,30 @@ def test_okawa_h32_train1_is_papers_headline_split(tmp_path):
     assert abs(row["size_value"] - 1.6) <= 0.45 + 1e-6
 
 
-def test_columns_agree_with_the_image_and_the_class(tmp_path):
-    dataset = build_concept_graph_dataset("small", cache_dir=str(tmp_path), split_preset="fail1", **SMALL)
+@pytest.mark.parametrize("style", ["flat", "shaded"])
+def test_columns_agree_with_the_image_and_the_class(tmp_path, style):
+    dataset = build_concept_graph_dataset(f"small-{style}", cache_dir=str(tmp_path), split_preset="fail1",
+                                          style=style, rotate=False, **SMALL)
     for row in dataset["test"]:
         digits = tuple(int(d) for d in row["concepts"])
         assert (row["shape"], row["color"], row["size"]) == digits
         pixels = np.asarray(row["image"], dtype=float).reshape(-1, 3)
-        distance = np.abs(pixels - 255).sum(1)
-        interior = pixels[distance >= 0.98 * distance.max()]
-        np.testing.assert_allclose(interior.mean(0), np.array(row["color_rgb"]) * 255, atol=3)
+        colour = np.array(row["color_rgb"]) * 255
+        if style == "flat":  # one flat colour: the object's pixels are its colour
+            distance = np.abs(pixels - 255).sum(1)
+            interior = pixels[distance >= 0.98 * distance.max()]
+            np.testing.assert_allclose(interior.mean(0), colour, atol=3)
+        else:
+            # Shaded: every pixel is white mixed with the colour times a shade in [AMBIENT, 1], p = 255 + a (s c - 255)
+            # (coverage a; anti-aliased edges mix shades, whose mean is again such a shade). Fit a for each shade s.
+            shades = np.linspace(AMBIENT, 1.0, 111)
+            span = shades[:, None] * colour[None] - 255.0  # (S, 3)
+            coverage = np.clip((pixels - 255.0) @ span.T / (span * span).sum(1), 0.0, 1.0)  # (P, S)
+            model = 255.0 + coverage[..., None] * span[None]
+            residual = np.abs(model - pixels[:, None]).max(axis=2)
+            best = residual.argmin(axis=1)
+            assert residual.min(axis=1).max() <= 3.0
+            assert coverage[np.arange(len(pixels)), best].max() > 0.99  # the object's inside is fully covered
 
 
 def test_four_variable_config_has_a_background_column_and_level_3(tmp_path):

@@ -133,12 +133,20 @@ def test_graph_edges_are_the_cube_edges():
 
 
 def test_presets():
-    assert set(SPLIT_PRESETS) == {"H32-train1", "fail1", "H42-train1"}
+    assert set(SPLIT_PRESETS) == {*(f"H32-train{i}" for i in range(1, 10)), "fail1", "H42-train1"}
     assert get_split_preset("H32-train1").training_classes == ("000", "001", "010", "100")
     assert get_split_preset("fail1").training_classes == ("000", "100", "001", "111")
     assert get_split_preset("H42-train1").space.names == ("shape", "color", "size", "background")
     with pytest.raises(ValueError, match="unknown split preset"):
-        get_split_preset("H32-train2")
+        get_split_preset("H32-train10")
+
+
+@pytest.mark.parametrize(("number", "level_two"), [(2, "110"), (3, "101"), (4, "011")])
+def test_paper_stars_around_other_centres_hold_one_level_two_class(number, level_two):
+    """H32-train2..4 are H32-train1's star (a class and its three neighbours) around 001, 010 and 100."""
+    graph = get_split_preset(f"H32-train{number}").graph()
+    assert sorted(graph.levels.values()) == [0, 0, 0, 0, 1, 1, 1, 2]
+    assert graph.classes_at_level(2) == [graph.space.parse(level_two)]
 
 
 def test_from_dict_reads_every_form():

@@ -18,7 +18,7 @@ from compgen.evaluation.pixel_scorer import PixelStatisticsScorer
 from compgen.evaluation.probes import default_shapes_probes
 from compgen.evaluation.stress_suite import stress_test
 from compgen.evaluation.tracker import LearningDynamicsTracker
-from compgen.shapes import PAPER_COLOR_JITTER, PAPER_SIZE_JITTER, RenderConfig, render_classes
+from compgen.shapes import PAPER_COLOR_JITTER, PAPER_SIZE_JITTER, REFERENCE_STYLES, RenderConfig, render_classes
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -48,24 +48,28 @@ def _assert_robust(results):
 
 
 @pytest.mark.slow
-def test_default_probes_survive_every_generator_like_corruption(probes):
+@pytest.mark.parametrize("style", REFERENCE_STYLES)
+def test_default_probes_survive_every_generator_like_corruption(probes, style):
     results = stress_test(lambda images: probes.predict(images).numpy(), GRAPH.space, images_per_class=50,
-                          seed=STRESS_SEED)
+                          seed=STRESS_SEED, style=style)
     assert set(results) == set(SEVERITIES)
     _assert_robust(results)
 
 
 @pytest.mark.slow
-def test_pixel_scorer_survives_every_generator_like_corruption(pixel_scorer):
-    _assert_robust(stress_test(pixel_scorer.predict, GRAPH.space, images_per_class=50, seed=STRESS_SEED))
+@pytest.mark.parametrize("style", REFERENCE_STYLES)
+def test_pixel_scorer_survives_every_generator_like_corruption(pixel_scorer, style):
+    _assert_robust(stress_test(pixel_scorer.predict, GRAPH.space, images_per_class=50, seed=STRESS_SEED,
+                               style=style))
 
 
+@pytest.mark.parametrize("style", REFERENCE_STYLES)
 @pytest.mark.parametrize("space", [GRAPH.space, shapes_space(num_shapes=3, num_colors=3, background=True)],
                          ids=["H32", "3x3x2x2"])
-def test_pixel_scorer_is_perfect_on_clean_real_images(space):
+def test_pixel_scorer_is_perfect_on_clean_real_images(space, style):
     scorer = PixelStatisticsScorer.calibrate(space)  # raises unless it reads every calibration render right
     classes = np.repeat(np.array(space.all_classes()), 60, axis=0)
-    config = RenderConfig(color_jitter=PAPER_COLOR_JITTER, size_jitter=PAPER_SIZE_JITTER)
+    config = RenderConfig(color_jitter=PAPER_COLOR_JITTER, size_jitter=PAPER_SIZE_JITTER, **REFERENCE_STYLES[style])
     batch = render_classes(space, classes, seed=STRESS_SEED, config=config)
     np.testing.assert_array_equal(scorer.predict(batch.images), batch.concepts)
 

@@ -306,6 +306,24 @@ SPLIT_PRESETS: dict[str, SplitPreset] = {
             "Okawa et al. 2023 headline split: the origin and its three neighbours; "
             "011, 101, 110 are level 1 and 111 is level 2.",
         ),
+        *(
+            SplitPreset(
+                f"H32-train{number}",
+                shapes_space(),
+                training,
+                f"Okawa et al. 2023 split H32-train{number} (its public code's config_category.json): {note}.",
+            )
+            for number, training, note in (
+                (2, ("000", "001", "011", "101"), "the star around 001; 110 is level 2"),
+                (3, ("000", "010", "011", "110"), "the star around 010; 101 is level 2"),
+                (4, ("000", "100", "101", "110"), "the star around 100; 011 is level 2"),
+                (5, ("000", "010", "100", "111"), "every held-out class is level 1 (the same set as fail1)"),
+                (6, ("001", "011", "101", "110"), "every held-out class is level 1"),
+                (7, ("000", "010", "101", "110"), "every held-out class is level 1"),
+                (8, ("000", "011", "100", "110"), "every held-out class is level 1"),
+                (9, ("000", "011", "101", "110"), "every held-out class is level 1"),
+            )
+        ),
         SplitPreset(
             "fail1",
             shapes_space(),
@@ -324,7 +342,7 @@ SPLIT_PRESETS: dict[str, SplitPreset] = {
 
 
 def get_split_preset(name: str) -> SplitPreset:
-    """Look up a preset by name (``"H32-train1"``, ``"fail1"``, ``"H42-train1"``)."""
+    """Look up a preset by name (``"H32-train1"`` to ``"H32-train9"``, ``"fail1"``, ``"H42-train1"``)."""
     if name not in SPLIT_PRESETS:
         raise ValueError(f"unknown split preset {name!r}; available: {sorted(SPLIT_PRESETS)}")
     return SPLIT_PRESETS[name]

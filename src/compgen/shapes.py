@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .concepts import COLORS, SHAPES, ConceptLike, ConceptSpace, ConceptSpaceLike
+from .solids import shaded_coverage
 
 # Canonical class values. Colors as Paper A's code (red, blue, green); size is the object's
 # scale in Paper A's renderer units (large 2.7, small 1.6), drawn as circumradius = scale * image_size / 10.
@@ -37,11 +38,18 @@ PAPER_COLOR_JITTER = 0.35
 (Paper A samples colours uniformly along the colour axis, Section 4)."""
 PAPER_SIZE_JITTER = 0.45
 """Scale jitter of the dataset configs: as wide as the renderer allows with large and small apart."""
+PAPER_POSITION_RANGE = 0.25
+"""Position range of the dataset configs: objects near the frame's centre, as a single object before Paper A's fixed
+camera (its renders, Fig. 11); ``docs/tuple_unet_h32.md`` measures what the position range does to composition."""
+
+
+RENDER_STYLES = ("flat", "shaded")
+"""``flat``: flat polygons, any rotation; ``shaded``: lit 3D solids in one pose (:mod:`compgen.solids`)."""
 
 
 @dataclass(frozen=True)
 class RenderConfig:
-    """How images are drawn: size in pixels and the per-image jitter around the class values."""
+    """How images are drawn: the style, size in pixels, pose and the per-image jitter around the class values."""
 
     image_size: int = 28
     color_jitter: float = 0.1
@@ -49,6 +57,12 @@ class RenderConfig:
     size_jitter: float = 0.1
     """The scale is drawn uniformly within +-size_jitter of the class scale."""
     rotate: bool = True
+    """Flat style only: each shape at a uniformly random rotation (``False``: upright, one vertex up)."""
+    style: str = "flat"
+    """``"flat"`` polygons or ``"shaded"`` solids (sphere, cone, cube), see :data:`RENDER_STYLES`."""
+    position_range: float = 1.0
+    """Share of the free space the object's centre is drawn from, around the frame's centre: 1 lets the object sit
+    anywhere fully inside the frame, 0 centres every object."""
 
     def __post_init__(self) -> None:
         if self.image_size < 16:
@@ -57,6 +71,12 @@ class RenderConfig:
             raise ValueError(f"color_jitter must be in [0, 0.35] to keep colors apart, got {self.color_jitter}")
         if not 0 <= self.size_jitter < 0.5:
             raise ValueError(f"size_jitter must be in [0, 0.5) to keep sizes apart, got {self.size_jitter}")
+        if self.style not in RENDER_STYLES:
+            raise ValueError(f"style must be one of {RENDER_STYLES}, got {self.style!r}")
+        if self.style == "shaded" and self.rotate:
+            raise ValueError("shaded solids keep one pose (Paper A's renders): set rotate=False with style='shaded'")
+        if not 0 <= self.position_range <= 1:
+            raise ValueError(f"position_range must be in [0, 1], got {self.position_range}")
 
 
 @dataclass
@@ -149,9 +169,13 @@ def render_classes(
     shape_names = np.array(space.variable("shape").values)[classes[:, 0]]
     radius_factor = np.array([_SHAPE_RADIUS[name] for name in shape_names])
     radius = scale * s / 10.0 * radius_factor
-    # Keep the whole object inside the frame (the circumradius bounds every shape).
+    # Keep the whole object inside the frame (the circumradius bounds every shape and solid); position_range shrinks
+    # the free space around the frame's centre (at 1 the draw is the same as before the option existed).
     margin = scale * s / 10.0 + 1.0
-    position = margin[:, None] + rng.uniform(0.0, 1.0, (n, 2)) * (s - 2.0 * margin)[:, None]
+    unit_position = rng.uniform(0.0, 1.0, (n, 2))
+    if config.position_range != 1.0:
+        unit_position = 0.5 + (unit_position - 0.5) * config.position_range
+    position = margin[:, None] + unit_position * (s - 2.0 * margin)[:, None]
 
     rgb = np.round(rgb, _PARAM_DECIMALS).astype(np.float32)
     scale = np.round(scale, _PARAM_DECIMALS).astype(np.float32)
@@ -165,22 +189,71 @@ def render_classes(
     else:
         background = np.ones((n, 3), dtype=np.float32)
 
-    # Coverage of every pixel, drawn per shape into one preallocated buffer.
+    # Coverage of every pixel (and, for solids, its shade), drawn per shape into preallocated buffers.
     coverage = np.empty((n, s, s), dtype=np.float32)
+    shade = np.empty((n, s, s), dtype=np.float32) if config.style == "shaded" else None
     grid = np.arange(s, dtype=np.float32) + np.float32(0.5)  # pixel centers
+    unit = np.round(scale * s / 10.0, _PARAM_DECIMALS).astype(np.float32)
     for shape_name in np.unique(shape_names):
         idx = np.flatnonzero(shape_names == shape_name)
-        coverage[idx] = _coverage(_SHAPE_SIDES[str(shape_name)], position[idx], radius[idx], rotation[idx], grid)
+        if shade is None:
+            coverage[idx] = _coverage(_SHAPE_SIDES[str(shape_name)], position[idx], radius[idx], rotation[idx], grid)
+        else:
+            coverage[idx], shade[idx] = shaded_coverage(str(shape_name), position[idx], unit[idx], s)
 
-    # Composite in float32 and quantize once: pixel = round(255 * (bg + coverage * (fg - bg))), computed as
-    # (255 bg + 0.5) + coverage * 255 (fg - bg) and truncated (every value is non-negative).
-    span = ((rgb - background) * np.float32(255.0)).astype(np.float32)
+    # Composite in float32 and quantize once: pixel = round(255 * (bg + coverage * (fg * shade - bg))), computed as
+    # (255 bg + 0.5) + coverage * 255 (fg * shade - bg) and truncated (every value is non-negative).
     base = (background * np.float32(255.0) + np.float32(0.5)).astype(np.float32)
     pixels = np.empty((n, s, s, 3), dtype=np.float32)
-    np.multiply(coverage[..., None], span[:, None, None, :], out=pixels)
+    if shade is None:
+        span = ((rgb - background) * np.float32(255.0)).astype(np.float32)
+        np.multiply(coverage[..., None], span[:, None, None, :], out=pixels)
+    else:
+        lit = shade[..., None] * rgb[:, None, None, :] - background[:, None, None, :]
+        np.multiply(coverage[..., None], lit * np.float32(255.0), out=pixels)
     np.add(pixels, base[:, None, None, :], out=pixels)
     images = pixels.astype(np.uint8)
     return ShapesBatch(images, classes, rgb, scale, position, rotation)
+
+
+REFERENCE_STYLES: dict[str, dict[str, object]] = {
+    "flat": {"style": "flat", "rotate": True},
+    "shaded": {"style": "shaded", "rotate": False},
+}
+"""The looks the dataset builder can give an object (a flat polygon at any rotation includes the upright ones), as
+:class:`RenderConfig` fields. The scorers are trained and calibrated on all of them (:func:`render_reference`), so
+one scorer judges every shapes dataset."""
+
+
+def render_reference(
+    space: ConceptSpace,
+    concepts: np.ndarray,
+    seed: int = 0,
+    image_size: int = 28,
+    color_jitter: float = PAPER_COLOR_JITTER,
+    size_jitter: float = PAPER_SIZE_JITTER,
+    styles: Sequence[str] = tuple(REFERENCE_STYLES),
+) -> ShapesBatch:
+    """Real renders of ``concepts`` ``(N, V)`` for a scorer, over the dataset's colour and size ranges, with row ``i``
+    drawn in ``styles[i % len(styles)]`` (every :data:`REFERENCE_STYLES` look by default), objects anywhere."""
+    unknown = [style for style in styles if style not in REFERENCE_STYLES]
+    if not styles or unknown:
+        raise ValueError(f"styles must name some of {sorted(REFERENCE_STYLES)}, got {list(styles)}")
+    concepts = np.asarray(concepts, dtype=np.int64)
+    parts = []
+    for index, style in enumerate(styles):
+        rows = np.arange(index, len(concepts), len(styles))
+        config = RenderConfig(image_size=image_size, color_jitter=color_jitter, size_jitter=size_jitter,
+                              **REFERENCE_STYLES[style])
+        parts.append((rows, render_classes(space, concepts[rows], seed=seed + index, config=config)))
+    merged = {}
+    for field_name in ("images", "concepts", "rgb", "size", "position", "rotation"):
+        first = getattr(parts[0][1], field_name)
+        out = np.empty((len(concepts), *first.shape[1:]), dtype=first.dtype)
+        for rows, batch in parts:
+            out[rows] = getattr(batch, field_name)
+        merged[field_name] = out
+    return ShapesBatch(**merged)
 
 
 def _coverage(

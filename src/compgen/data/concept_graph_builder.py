@@ -33,7 +33,7 @@ import numpy as np
 from .. import concepts as concepts_module
 from .. import shapes as shapes_module
 from ..concepts import ConceptGraph, ConceptSpace, get_split_preset, shapes_space
-from ..shapes import PAPER_COLOR_JITTER, PAPER_SIZE_JITTER, RenderConfig, render_classes
+from ..shapes import PAPER_COLOR_JITTER, PAPER_POSITION_RANGE, PAPER_SIZE_JITTER, RenderConfig, render_classes
 
 DATASET_NAME = "concept_graph_shapes"
 SPLITS = ("train", "test")
@@ -51,11 +51,14 @@ class ConceptGraphShapesConfig(datasets.BuilderConfig):
     classes (``{"001": 10}``); a count of 0 removes the class from ``train``, so it becomes a held-out class
     and the levels are computed without it.
 
-    Colors and sizes are drawn from nearly their whole class ranges (``color_jitter`` 0.35, ``size_jitter`` 0.45),
-    as Paper A samples them uniformly along the color and size axes. The wide range matters: it is what makes
-    ``full`` conditioning on the per-image values informative. With +-0.1 the tuple-conditioned U-Net's level-1
-    accuracy peaked near 0.7 and then fell; with the wide ranges the same model and settings end at 0.90
-    (``docs/tuple_unet_h32.md``). Set both to 0.1 for that narrow variant.
+    The images look like Paper A's Blender renders (Appendix A.1, Fig. 11): shaded solids (a sphere for ``circle``,
+    an upright cone for ``triangle``, a cube for ``square``) in one pose before a fixed camera and light
+    (``style="shaded"``), near the frame's centre (``position_range``). Colors and sizes are drawn from nearly their
+    whole class ranges (``color_jitter`` 0.35, ``size_jitter`` 0.45), as Paper A samples them uniformly along the
+    color and size axes (Section 3); the per-image values are what ``full`` conditioning feeds the models.
+    ``style="flat"`` draws flat polygons instead, at random rotations with ``rotate=True`` (the
+    ``okawa-h32-train1-flat`` config: compgen's data before the renders were matched). ``docs/tuple_unet_h32.md``
+    measures what each of these choices does to composition. ``data_dir`` reads Paper A's own published images.
     """
 
     split_preset: str | None = None
@@ -70,7 +73,12 @@ class ConceptGraphShapesConfig(datasets.BuilderConfig):
     seed: int = 0
     color_jitter: float = PAPER_COLOR_JITTER
     size_jitter: float = PAPER_SIZE_JITTER
-    rotate: bool = True
+    rotate: bool = False
+    style: str = "shaded"
+    position_range: float = PAPER_POSITION_RANGE
+    data_dir: str | None = None
+    """A directory in Paper A's published layout (:mod:`compgen.data.paper_files`): rows are read from its
+    ``train/`` and ``test/`` images instead of rendered; the render options are then unused."""
 
     @property
     def space(self) -> ConceptSpace:
@@ -136,12 +144,20 @@ class ConceptGraphShapesConfig(datasets.BuilderConfig):
             color_jitter=self.color_jitter,
             size_jitter=self.size_jitter,
             rotate=self.rotate,
+            style=self.style,
+            position_range=self.position_range,
         )
 
     def validate(self) -> None:
         """Raise a ``ValueError`` naming the problem if the config cannot be built."""
         _ = self.graph  # resolves the space, the training classes and the counts
-        _ = self.render_config
+        if self.data_dir is None:
+            _ = self.render_config
+        else:
+            from .paper_files import check_paper_counts
+
+            for split in SPLITS:  # an error names a missing folder or a class with too few images
+                check_paper_counts(self.data_dir, split, self.class_counts_for(split))
         _check_count("test_images_per_class", self.test_images_per_class, self.name)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"config {self.name!r}: seed must be a non-negative int, got {self.seed!r}")
@@ -167,7 +183,20 @@ class ConceptGraphShapesConfig(datasets.BuilderConfig):
         return (
             f"Concept graph of the synthetic shapes data ({variables}). Train images per class: {counts}. "
             f"{levels}. Test split: {self.test_images_per_class} images of every class. "
-            f"{self.image_size}x{self.image_size} pixels, seed {self.seed}."
+            f"{self.image_size}x{self.image_size} pixels, seed {self.seed}. {self.rendering()}"
+        )
+
+    def rendering(self) -> str:
+        """One sentence on how the images were made (the render style, pose, position and jitter ranges)."""
+        if self.data_dir is not None:
+            return f"Images read from a directory in Paper A's published layout ({Path(self.data_dir).name})."
+        if self.style == "shaded":
+            look = "shaded 3D solids (sphere, cone, cube) in a fixed upright pose, one light, fixed camera"
+        else:
+            look = "flat polygons at " + ("random rotations" if self.rotate else "one upright rotation")
+        return (
+            f"Rendered as {look}; object centres over {self.position_range:.0%} of the free space around the frame's "
+            f"centre; colour +-{self.color_jitter} per channel and scale +-{self.size_jitter} around the class values."
         )
 
 
@@ -188,6 +217,30 @@ class ConceptGraphShapes(datasets.GeneratorBasedBuilder):
             split_preset="H32-train1",
             images_per_class=1250,
             description="Okawa et al. 2023 headline split.",
+        ),
+        *(
+            ConceptGraphShapesConfig(
+                name=f"okawa-h32-train{number}",
+                version=VERSION,
+                split_preset=f"H32-train{number}",
+                images_per_class=1250,
+                description=f"Okawa et al. 2023 split H32-train{number}: H32-train1's star around {centre}.",
+            )
+            for number, centre in ((2, "001"), (3, "010"), (4, "100"))
+        ),
+        ConceptGraphShapesConfig(
+            name="okawa-h32-train1-flat",
+            version=VERSION,
+            split_preset="H32-train1",
+            images_per_class=1250,
+            style="flat",
+            rotate=True,
+            position_range=1.0,
+            description=(
+                "The headline split as compgen drew it before Paper A's renders were matched: flat polygons at "
+                "random rotations anywhere in the frame. Kept to reproduce earlier results; on it the U-Net draws "
+                "111 for a while, then blank frames (docs/tuple_unet_h32.md)."
+            ),
         ),
         ConceptGraphShapesConfig(
             name="okawa-fail1",
@@ -234,6 +287,9 @@ class ConceptGraphShapes(datasets.GeneratorBasedBuilder):
 
     def _generate_examples(self, split: str) -> Iterator[tuple[int, dict[str, Any]]]:
         config = self.config
+        if config.data_dir is not None:
+            yield from self._read_paper_files(split)
+            return
         space, graph, render_config = config.space, config.graph, config.render_config
         key = 0
         for concept, count in config.class_counts_for(split).items():
@@ -270,6 +326,27 @@ class ConceptGraphShapes(datasets.GeneratorBasedBuilder):
                     key += 1
 
 
+    def _read_paper_files(self, split: str) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Rows from a directory in Paper A's layout; position and rotation are unknown there (NaN)."""
+        from .paper_files import iter_paper_examples
+
+        config = self.config
+        space, graph = config.space, config.graph
+        examples = iter_paper_examples(config.data_dir, split, config.class_counts_for(split), config.image_size)
+        for key, (concept, example) in enumerate(examples):
+            parsed = space.parse(concept)
+            yield key, {
+                "image": {"bytes": encode_png(example["image"][None])[0], "path": None},
+                "concepts": concept,
+                "level": graph.level(parsed),
+                **dict(zip(space.names, parsed, strict=True)),
+                "color_rgb": example["color_rgb"],
+                "size_value": example["size_value"],
+                "position": [float("nan"), float("nan")],
+                "rotation": float("nan"),
+            }
+
+
 def concept_graph_features(space: ConceptSpace) -> datasets.Features:
     """The columns of a concept-graph dataset over ``space`` (one ``ClassLabel`` per concept variable)."""
     return datasets.Features(
@@ -298,7 +375,13 @@ def build_concept_graph_dataset(
     ``overrides`` replace fields of the chosen config.
     """
     builder = concept_graph_builder(config_name_or_config, cache_dir=cache_dir, **overrides)
-    builder.download_and_prepare()
+    try:
+        builder.download_and_prepare()
+    except datasets.exceptions.DatasetGenerationError as error:
+        # ``datasets`` wraps what went wrong with a row (a corrupt image, a malformed values file); say that instead.
+        if isinstance(error.__cause__, ValueError):
+            raise error.__cause__ from None
+        raise
     return builder.as_dataset()
 
 
@@ -353,4 +436,6 @@ def _code_hash() -> str:
     for module in (concepts_module, shapes_module):
         digest.update(Path(module.__file__).read_bytes())
     digest.update(Path(__file__).read_bytes())
+    digest.update((Path(__file__).parent / "paper_files.py").read_bytes())
+    digest.update((Path(__file__).parent.parent / "solids.py").read_bytes())
     return digest.hexdigest()[:16]

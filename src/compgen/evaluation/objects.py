@@ -187,7 +187,8 @@ def image_layers(images: ImageInput, check: ObjectCheck | None = None) -> ImageL
 
     The object colour is the mean of the object component's core pixels (colour distance >= 80% of its largest);
     coverage is each pixel's projection onto the background-to-object colour segment, kept only on the object
-    component and its one-pixel rim (anti-aliased edge pixels fall below the foreground threshold).
+    component and its one-pixel rim (anti-aliased edge pixels fall below the foreground threshold), and 1 inside the
+    object (pixels whose 3x3 neighbourhood is all object).
     """
     x = to_float_images(images)
     check = check or check_objects(x)
@@ -204,4 +205,8 @@ def image_layers(images: ImageInput, check: ObjectCheck | None = None) -> ImageL
     projection = ((x - background[:, :, None, None]) * span[:, :, None, None]).sum(dim=1) / squared[:, None, None]
     near_object = max_filter3(check.object_mask.float()) > 0
     coverage = torch.where(near_object, projection.clamp(0.0, 1.0), torch.zeros_like(projection))
+    # Pixels whose whole 3x3 neighbourhood is object are fully covered, however they are shaded (a shaded solid's
+    # dark side projects short of its lit colour, most on a dark background).
+    interior = -max_filter3(-check.object_mask.float()) > 0
+    coverage = torch.where(interior, torch.ones_like(coverage), coverage)
     return ImageLayers(background, foreground, coverage)

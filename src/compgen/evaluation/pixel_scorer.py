@@ -17,7 +17,9 @@ trust a learning curve. This scorer has no learned weights. It finds the one obj
   renders; **background** (4-variable spaces): the border colour nearest to each background's mean.
 
 :meth:`PixelStatisticsScorer.calibrate` sets every threshold from real renders of every class over the dataset's
-colour and size ranges and checks that it then scores all of them correctly (100% on clean real images).
+colour and size ranges, in every render style (flat polygons and shaded solids:
+:func:`compgen.shapes.render_reference`), and checks that it then scores all of them correctly (100% on clean real
+images).
 """
 
 from __future__ import annotations
@@ -198,15 +200,14 @@ def _calibrated(
     variables: tuple[tuple[str, tuple[str, ...]], ...], image_size: int, images_per_class: int, seed: int
 ) -> PixelStatisticsScorer:
     from ..concepts import ConceptVariable
-    from ..shapes import PAPER_COLOR_JITTER, PAPER_SIZE_JITTER, RenderConfig, render_classes
+    from ..shapes import render_reference
 
     space = ConceptSpace(tuple(ConceptVariable(name, values) for name, values in variables))
     if space.names[:3] != ("shape", "color", "size"):
         raise ValueError(f"the pixel-statistics scorer reads shapes spaces (shape, color, size[, background]), "
                          f"got {space.names}")
     classes = np.repeat(np.array(space.all_classes(), dtype=np.int64), images_per_class, axis=0)
-    config = RenderConfig(image_size=image_size, color_jitter=PAPER_COLOR_JITTER, size_jitter=PAPER_SIZE_JITTER)
-    batch = render_classes(space, classes, seed=seed, config=config)
+    batch = render_reference(space, classes, seed=seed, image_size=image_size)
     stats = measure_objects(batch.images)
     if not stats.valid.all():
         raise ValueError(f"{int((~stats.valid).sum())} real renders failed the one-object check")

@@ -228,28 +228,29 @@ def render_probe_data(
     seed: int = 0,
     size_jitter: float | None = None,
     color_jitter: float | None = None,
+    styles: tuple[str, ...] = ("flat",),
 ):
     """Real shapes images of *every* class of the graph (probes may see every composition).
 
     ``color_jitter`` / ``size_jitter`` set how far colours and scales spread around their class values (default:
     the renderer's +-0.1); :data:`~compgen.shapes.PAPER_COLOR_JITTER` and
-    :data:`~compgen.shapes.PAPER_SIZE_JITTER` are the dataset's whole class ranges.
+    :data:`~compgen.shapes.PAPER_SIZE_JITTER` are the dataset's whole class ranges. ``styles`` names the render
+    styles, alternating row by row (:func:`~compgen.shapes.render_reference`).
     """
-    from ..shapes import RenderConfig, render_classes
+    from ..shapes import RenderConfig, render_reference
 
     space = graph_or_space.space if isinstance(graph_or_space, ConceptGraph) else graph_or_space
     nodes = graph_or_space.nodes if isinstance(graph_or_space, ConceptGraph) else space.all_classes()
     classes = np.repeat(np.array(nodes, dtype=np.int64), images_per_class, axis=0)
     defaults = RenderConfig(image_size=image_size)
-    config = RenderConfig(
-        image_size=image_size,
+    return render_reference(
+        space, classes, seed=seed, image_size=image_size, styles=styles,
         color_jitter=defaults.color_jitter if color_jitter is None else color_jitter,
         size_jitter=defaults.size_jitter if size_jitter is None else size_jitter,
     )
-    return render_classes(space, classes, seed=seed, config=config)
 
 
-DEFAULT_PROBES_VERSION = 2
+DEFAULT_PROBES_VERSION = 3
 """Bumped whenever the recipe of :func:`train_shapes_probes` changes, so cached default probes are retrained."""
 
 
@@ -258,7 +259,7 @@ def train_shapes_probes(
     probe_type: str = "cnn",
     image_size: int = 28,
     seed: int = 0,
-    images_per_class: int = 300,
+    images_per_class: int = 400,
     epochs: int | None = None,
     lr: float | None = None,
     batch_size: int = 128,
@@ -267,7 +268,8 @@ def train_shapes_probes(
 ) -> tuple[ConceptProbes, dict[str, float]]:
     """Train probes for the shapes data on fresh real renders of every class; returns them with validation accuracy.
 
-    ``"cnn"`` (the default instrument): renders over the dataset's whole colour and size ranges, background
+    ``"cnn"`` (the default instrument): renders in every render style (flat polygons and shaded solids, so that
+    one probe judges every shapes dataset) over the dataset's whole colour and size ranges, background
     subtracted, the object isolated and centered, and every training batch corrupted by a
     :class:`~compgen.evaluation.corruptions.ProbeAugmentation` (grey and tinted backgrounds, noise, blur, washed-out
     colours, specks, sub-pixel shifts), so that they judge the objects half-trained generators draw
@@ -275,7 +277,7 @@ def train_shapes_probes(
     probes on centered pixels, trained on clean renders at the renderer's default +-0.1 spread; they cannot
     separate the dataset's whole colour and size ranges linearly (``docs/evaluation.md``).
     """
-    from ..shapes import PAPER_COLOR_JITTER, PAPER_SIZE_JITTER
+    from ..shapes import PAPER_COLOR_JITTER, PAPER_SIZE_JITTER, REFERENCE_STYLES
 
     if probe_type not in PROBE_TYPES:
         raise ValueError(f"probe_type must be one of {PROBE_TYPES}, got {probe_type!r}")
@@ -284,7 +286,8 @@ def train_shapes_probes(
         probes = ConceptProbes(space.to_dict(), image_size=image_size, probe_type="cnn", subtract_background=True,
                                isolate_object=True)
         data = render_probe_data(space, images_per_class, image_size=image_size, seed=seed + 10_000,
-                                 color_jitter=PAPER_COLOR_JITTER, size_jitter=PAPER_SIZE_JITTER)
+                                 color_jitter=PAPER_COLOR_JITTER, size_jitter=PAPER_SIZE_JITTER,
+                                 styles=tuple(REFERENCE_STYLES))
         accuracy = fit_probes(probes, data.images, data.concepts, val_fraction=val_fraction, epochs=epochs or 20,
                                 lr=lr or 3e-3, batch_size=batch_size, seed=seed, augmentation=ProbeAugmentation(),
                                 progress=progress)

@@ -51,9 +51,8 @@ class ImageScorer:
         require_object: count images without exactly one object of plausible size as wrong on every concept;
             default: on for probes that center objects (the shapes data), off otherwise (faces fill the frame).
         pixel_scorer: the second, independent scorer; default: a
-            :class:`~compgen.evaluation.pixel_scorer.PixelStatisticsScorer` calibrated on real renders (on first
-            use, for the images' size) when the space is a shapes space and objects are required. ``False``
-            disables it.
+            :class:`~compgen.evaluation.pixel_scorer.PixelStatisticsScorer` calibrated here on real renders of the
+            probes' image size when the space is a shapes space and objects are required. ``False`` disables it.
         batch_size: probe batch size.
     """
 
@@ -68,15 +67,17 @@ class ImageScorer:
         self.require_object = bool(probes.config.center_objects) if require_object is None else require_object
         if pixel_scorer is None:
             pixel_scorer = self.require_object and is_shapes_space(probes.space)
+        if pixel_scorer is True:  # calibrated here, for the probes' image size, rather than inside a later score()
+            pixel_scorer = PixelStatisticsScorer.calibrate(probes.space, image_size=probes.config.image_size)
         self._pixel_scorer = pixel_scorer
         self.batch_size = batch_size
 
     def pixel_scorer(self, image_size: int) -> PixelStatisticsScorer | None:
-        """The second scorer for ``image_size`` images (calibrated on first use), or ``None`` when disabled."""
-        if self._pixel_scorer is False or self._pixel_scorer is None:
+        """The second scorer for ``image_size`` images, or ``None`` when disabled."""
+        if not self._pixel_scorer:
             return None
-        if self._pixel_scorer is True:
-            self._pixel_scorer = PixelStatisticsScorer.calibrate(self.probes.space, image_size=image_size)
+        if image_size != self.probes.config.image_size:
+            raise ValueError(f"these scorers judge {self.probes.config.image_size} px images, got {image_size} px")
         return self._pixel_scorer
 
     def score(self, images: np.ndarray) -> ImageScores:

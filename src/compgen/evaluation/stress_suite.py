@@ -2,9 +2,10 @@
 
     python -m compgen.evaluation.stress_suite [--probes_path DIR] [--split-preset H32-train1] [--json FILE]
 
-renders real images of every class with a seed no scorer was trained on, corrupts them with every corruption of
-:mod:`compgen.evaluation.corruptions` at levels 1-5 and prints markdown tables of the accuracy (every concept right)
-of the concept probes (saved ones, or the default probes) and of the pixel-statistics scorer. Levels 1-4 span what
+renders real images of every class in every render style (flat polygons, shaded solids) with a seed no scorer was
+trained on, corrupts them with every corruption of :mod:`compgen.evaluation.corruptions` at levels 1-5 and prints
+markdown tables of the accuracy (every concept right) of the concept probes (saved ones, or the default probes) and
+of the pixel-statistics scorer. Levels 1-4 span what
 half-trained generators draw; ``docs/evaluation.md`` holds the tables and ``tests/test_scorer_robustness.py`` holds
 every scorer to >= 0.98 there.
 """
@@ -34,6 +35,7 @@ def stress_test(
     image_size: int = 28,
     kinds: Sequence[str] | None = None,
     levels: Sequence[int] = (1, 2, 3, 4, 5),
+    style: str = "flat",
 ) -> dict[str, dict[str, dict[str, float]]]:
     """Accuracy of a scorer on corrupted real renders: ``{kind: {level: {concept: accuracy, "all": ...}}}``.
 
@@ -41,9 +43,9 @@ def stress_test(
     ``lambda images: probes.predict(images).numpy()``. Renders ``images_per_class`` images of every class of
     ``space`` with the dataset's colour and size ranges from ``seed`` (keep it apart from any seed the scorer was
     trained on), corrupts them at each level and compares the predictions with the true classes. Level ``"0"`` is
-    the clean images.
+    the clean images. ``style`` is a :data:`~compgen.shapes.REFERENCE_STYLES` look (flat polygons or shaded solids).
     """
-    from ..shapes import PAPER_COLOR_JITTER, PAPER_SIZE_JITTER, RenderConfig, render_classes
+    from ..shapes import PAPER_COLOR_JITTER, PAPER_SIZE_JITTER, REFERENCE_STYLES, RenderConfig, render_classes
 
     kinds = list(kinds or SEVERITIES)
     classes = np.repeat(np.array(space.all_classes(), dtype=np.int64), images_per_class, axis=0)
@@ -58,7 +60,8 @@ def stress_test(
     results: dict[str, dict[str, dict[str, float]]] = {}
     for index, kind in enumerate(kinds):
         jitter = STRESS_COLOR_JITTER if kind == "color_shift" else PAPER_COLOR_JITTER
-        config = RenderConfig(image_size=image_size, color_jitter=jitter, size_jitter=PAPER_SIZE_JITTER)
+        config = RenderConfig(image_size=image_size, color_jitter=jitter, size_jitter=PAPER_SIZE_JITTER,
+                              **REFERENCE_STYLES[style])
         batch = render_classes(space, classes, seed=seed + index, config=config)
         results[kind] = {"0": score(batch.images, batch.concepts)}
         for level in levels:
@@ -79,6 +82,7 @@ def stress_markdown(results: dict[str, dict[str, dict[str, float]]], concept: st
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, dict]:
+    from ..shapes import REFERENCE_STYLES
     from .pixel_scorer import PixelStatisticsScorer
     from .probes import ConceptProbes, default_shapes_probes
 
@@ -99,9 +103,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, dict]:
     }
     results = {}
     for name, predict in scorers.items():
-        results[name] = stress_test(predict, space, images_per_class=args.images_per_class, seed=args.seed)
-        print(f"\n### {name}: accuracy with every concept right\n")
-        print(stress_markdown(results[name]))
+        for style in REFERENCE_STYLES:
+            key = f"{name}, {style}"
+            results[key] = stress_test(predict, space, images_per_class=args.images_per_class, seed=args.seed,
+                                       style=style)
+            print(f"\n### {name} on {style} renders: accuracy with every concept right\n")
+            print(stress_markdown(results[key]))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
     return results
