@@ -42,7 +42,6 @@ indices only; ``+dropout`` replaces each concept by its learned null embedding w
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import shlex
 from collections.abc import Sequence
@@ -51,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic_io import atomic_write_text
-from .runner import RunResult, die_with_parent, run_in_process
+from .runner import RunResult, run_in_process, worker_pool
 
 CONDITIONING_MODES: dict[str, tuple[str, bool]] = {
     "full": ("full", False),
@@ -271,7 +270,7 @@ def run_study(study: Study, output_dir: str | os.PathLike, parallel: int = 1, th
     the right choice on one GPU) or over ``parallel`` worker processes with ``threads_per_worker`` threads each (a
     multi-core CPU). A failing cell is reported and the others go on.
     """
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import as_completed
 
     from tqdm.auto import tqdm
 
@@ -299,8 +298,7 @@ def run_study(study: Study, output_dir: str | os.PathLike, parallel: int = 1, th
             bar.update(1)
     else:
         # Spawned, not forked, workers: this process may already have run torch (a tokenizer).
-        with ProcessPoolExecutor(max_workers=parallel, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=die_with_parent) as pool:
+        with worker_pool(parallel) as pool:
             futures = {pool.submit(_run_cell, cell.command, threads_per_worker or 1): cell for cell in todo}
             for future in as_completed(futures):
                 cell = futures[future]
