@@ -4,8 +4,11 @@
     python examples/run_study.py --smoke --output_dir /tmp/smoke          # seconds: every model x conditioning mode
 
 Cells already finished are skipped, unfinished ones resume from their last checkpoint, a failing cell is reported
-while the rest go on. On a GPU the cells run one after another in this process (several processes sharing one GPU
-were each about six times slower); on a CPU ``--parallel K`` runs K cells at once, one thread each. The summary
+while the rest go on (the exit status is then 1, after the summary). A cell whose definition changed in the study file
+since it trained is refused before any work, with the list of changed cells (exit status 2). An interrupt (Ctrl-C,
+SIGINT) stops the running cells, cancels the queued ones and writes the summary of what finished (exit status 130).
+On a GPU the cells run one after another in this process (several processes sharing one GPU were each about six
+times slower); on a CPU ``--parallel K`` runs K cells at once, one thread each. The summary
 (``summary.md``, ``summary.json``, ``plots/``) reports both scorers per arm: final and best per-level accuracy (mean
 and spread over seeds) and the first steps at which each level reaches 0.5 and 0.9. See ``compgen.training.study``
 for the file format and ``studies/`` for the studies of ``docs/paper_b_study.md``.
@@ -15,9 +18,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
+from compgen.training.run_directory import RunDirectoryInUseError
 from compgen.training.study import Study, run_study
+from compgen.training.study_records import StudyChangedError
 
 SMOKE_STUDY = Path(__file__).resolve().parents[1] / "studies" / "smoke.yaml"
 
@@ -46,8 +52,19 @@ def main(argv: list[str] | None = None) -> dict:
     if parallel < 1:
         parser.error(f"--parallel must be at least 1, got {parallel}")
     threads = args.threads_per_worker or (1 if parallel > 1 else None)
-    summary = run_study(study, args.output_dir, parallel=parallel, threads_per_worker=threads)
+    try:
+        summary = run_study(study, args.output_dir, parallel=parallel, threads_per_worker=threads)
+    except (StudyChangedError, RunDirectoryInUseError) as error:
+        parser.error(str(error))
+    except KeyboardInterrupt:
+        print(f"interrupted: the summary of what finished is in {Path(args.output_dir) / 'summary.md'}",
+              file=sys.stderr)
+        sys.exit(130)
     print((Path(args.output_dir) / "summary.md").read_text())
+    failed = [cell["cell"] for cell in summary["cells"] if cell.get("status") == "failed"]
+    if failed:
+        print(f"{len(failed)} of {len(summary['cells'])} cells failed: {', '.join(failed)}", file=sys.stderr)
+        sys.exit(1)
     return summary
 
 

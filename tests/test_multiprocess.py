@@ -128,16 +128,15 @@ def test_queue_workers_die_with_a_killed_runner(tmp_path):
     pid_file = tmp_path / "worker.pid"
     script = tmp_path / "runner.py"
     script.write_text(f"""
-import multiprocessing, os, time
-from concurrent.futures import ProcessPoolExecutor
-from compgen.training.runner import die_with_parent
+import os, time
+from compgen.training.runner import worker_pool
 
 def work(path):
     open(path, "w").write(str(os.getpid()))
     time.sleep(120)
 
 if __name__ == "__main__":
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=die_with_parent) as pool:
+    with worker_pool(1) as pool:
         pool.submit(work, {str(pid_file)!r}).result()
 """)
     parent = subprocess.Popen([sys.executable, str(script)])

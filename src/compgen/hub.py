@@ -7,6 +7,7 @@ can assert exactly what would be pushed without a network.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +30,27 @@ def files_to_upload(folder: str | os.PathLike, ignore_patterns: Sequence[str] = 
         if not any(fnmatch.fnmatch(name, pattern) for pattern in ignore_patterns):
             files.append(name)
     return sorted(files)
+
+
+@functools.lru_cache
+def check_hub_access(token: str | None = None) -> str:
+    """The Hub user that ``token`` (default: the saved login) uploads as. Raises ``ValueError`` saying why an upload
+    would fail (offline mode, no token, a token the Hub refuses, no connection), so a run can check before it trains
+    rather than fail after."""
+    from huggingface_hub import HfApi, constants, get_token
+
+    if constants.is_offline_mode():
+        raise ValueError("--push_to_hub: the Hub is switched off here (HF_HUB_OFFLINE is set); unset it, or train "
+                         "without --push_to_hub and upload the folder later")
+    token = token or get_token()
+    if not token:
+        raise ValueError("--push_to_hub needs a Hub token: log in with `hf auth login`, set HF_TOKEN, or pass "
+                         "--hub_token")
+    try:
+        return HfApi(token=token).whoami()["name"]
+    except Exception as error:  # any failure here means the upload would fail after the training
+        raise ValueError(f"--push_to_hub: cannot reach the Hub with this token ({type(error).__name__}: {error})"
+                         ) from error
 
 
 def upload_folder_to_hub(

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file
 
+from ..atomic_io import atomic_write_text
 from ..concepts import ConceptGraph
 from ..images import unit_to_uint8
 
@@ -43,7 +44,7 @@ def load_run_pipeline(run_dir: str | Path):
 
     index = Path(run_dir) / "model_index.json"
     if not index.is_file():
-        raise FileNotFoundError(f"{run_dir} holds no exported pipeline (no model_index.json)")
+        raise ValueError(f"{run_dir} holds no exported pipeline (no model_index.json)")
     name = json.loads(index.read_text())["_class_name"]
     if name not in PIPELINES:
         raise ValueError(f"{run_dir}: unknown pipeline {name}; known: {sorted(PIPELINES)}")
@@ -55,14 +56,52 @@ def load_run_pipeline(run_dir: str | Path):
 
 def load_checkpoint_weights(pipeline, denoiser: str, checkpoint: Path, weights: str) -> None:
     """Put a checkpoint's online (``model.safetensors``) or EMA (``ema.safetensors``) weights into the pipeline."""
-    path = checkpoint / ("model.safetensors" if weights == "online" else "ema.safetensors")
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found (was the run trained {'with' if weights == 'ema' else 'without'} "
-                                "EMA?)")
+    path = checkpoint_weights_path(checkpoint, weights)
     state = load_file(str(path))
     if any(key.startswith("transformer.") for key in state):  # MaskGIT trains the transformer with its predictor
         state = {key[len("transformer."):]: value for key, value in state.items() if key.startswith("transformer.")}
-    getattr(pipeline, denoiser).load_state_dict(state)
+    try:
+        getattr(pipeline, denoiser).load_state_dict(state)
+    except RuntimeError as error:
+        raise ValueError(f"{path} does not fit the exported {denoiser} (its config.json): {error}") from error
+
+
+def checkpoint_weights_path(checkpoint: Path, weights: str) -> Path:
+    """The file of a checkpoint's ``online`` or ``ema`` weights (``ValueError`` saying why it is missing)."""
+    path = checkpoint / ("model.safetensors" if weights == "online" else "ema.safetensors")
+    if not path.is_file():
+        reason = "the run was trained without EMA (--no_use_ema): use --weights online" if weights == "ema" else \
+            "the checkpoint is incomplete"
+        raise ValueError(f"{path} not found: {reason}")
+    return path
+
+
+def resolve_run(run_dir: str | Path, checkpoint: str | None = None, weights: str = "ema"
+                ) -> tuple[dict[str, Any], Path | None, int]:
+    """Check that ``run_dir`` is a scorable run (and ``checkpoint`` one of its checkpoints, with ``weights``) before
+    any work; returns its last evaluation record, the checkpoint directory (or ``None``) and the step it scores (the
+    checkpoint's, else the export's). Raises ``ValueError`` saying what is missing."""
+    from .tracker import read_log
+
+    run_dir = Path(run_dir)
+    if not (run_dir / "model_index.json").is_file():
+        raise ValueError(f"{run_dir} is not a trained run: it holds no exported pipeline (model_index.json)")
+    log = run_dir / "learning_dynamics.jsonl"
+    records = read_log(log) if log.is_file() else []
+    if not records:
+        raise ValueError(f"{run_dir} has no evaluation log ({log.name}), which names the concept graph to score "
+                         "against: was it trained with --no_eval?")
+    if checkpoint is None:
+        return records[-1], None, int(records[-1]["step"])
+    path = Path(checkpoint) if Path(checkpoint).is_dir() else run_dir / "checkpoints" / checkpoint
+    state = path / "trainer_state.json"
+    if not state.is_file():
+        found = sorted((p.name for p in (run_dir / "checkpoints").glob("checkpoint-*") if p.is_dir()),
+                       key=lambda name: int(name.rsplit("-", 1)[-1]) if name.rsplit("-", 1)[-1].isdigit() else -1)
+        raise ValueError(f"no checkpoint {checkpoint!r} in {run_dir / 'checkpoints'}; there: "
+                         f"{', '.join(found) or 'none (pruned or never written)'}")
+    checkpoint_weights_path(path, weights)
+    return records[-1], path, int(json.loads(state.read_text())["step"])
 
 
 def sampled_concept_values(graph: ConceptGraph, concepts: list[str], seed: int) -> torch.Tensor:
@@ -82,17 +121,17 @@ def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, gu
     from diffusers import DDIMScheduler
 
     from .probes import default_shapes_probes
-    from .tracker import LearningDynamicsTracker, graph_from_record, read_log
+    from .tracker import LearningDynamicsTracker, graph_from_record
 
-    run_dir = Path(run_dir)
-    last_record = read_log(run_dir / "learning_dynamics.jsonl")[-1]
+    if weights == "online" and checkpoint is None:
+        raise ValueError("--weights online needs --checkpoint: an export holds only the weights it was saved with")
+    last_record, checkpoint_dir, step = resolve_run(run_dir, checkpoint, weights)
     graph = graph_from_record(last_record)
     if num_inference_steps is None:  # the training evaluation's sampler (logs before it was recorded: the pipeline's)
         num_inference_steps = last_record.get("sampling", {}).get("num_inference_steps")
     pipeline, denoiser = load_run_pipeline(run_dir)
-    if checkpoint is not None:
-        path = Path(checkpoint) if Path(checkpoint).is_dir() else run_dir / "checkpoints" / checkpoint
-        load_checkpoint_weights(pipeline, denoiser, path, weights)
+    if checkpoint_dir is not None:
+        load_checkpoint_weights(pipeline, denoiser, checkpoint_dir, weights)
     model = getattr(pipeline, denoiser).eval()
     diffusion = denoiser == "unet" or type(pipeline).__name__ == "TupleConditionedDiTPipeline"
     if diffusion:
@@ -115,7 +154,7 @@ def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, gu
 
     tracker = LearningDynamicsTracker(graph, default_shapes_probes(graph.space), num_images_per_class=images_per_class,
                                       seed=seed)
-    record = tracker.evaluate(generate, step=int(last_record["step"]))
+    record = tracker.evaluate(generate, step=step)
     record["evaluation_options"] = {"num_inference_steps": num_inference_steps, "guidance_scale": guidance_scale,
                                     "concept_values": concept_values, "checkpoint": checkpoint,
                                     "weights": weights if checkpoint else "exported"}
@@ -151,11 +190,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         parser.error("--num_inference_steps must be at least 1")
     if args.images_per_class < 1:
         parser.error("--images_per_class must be at least 1")
+    if args.weights == "online" and args.checkpoint is None:
+        parser.error("--weights online needs --checkpoint: an export holds only the weights it was saved with")
+    if args.output and not Path(args.output).resolve().parent.is_dir():
+        parser.error(f"--output {args.output}: no directory {Path(args.output).resolve().parent} to write it to")
+    try:
+        resolve_run(args.run_dir, args.checkpoint, args.weights)
+    except ValueError as error:
+        parser.error(str(error))
     record = evaluate_run(args.run_dir, args.num_inference_steps, args.guidance_scale, args.concept_values,
                           args.checkpoint, args.weights, args.images_per_class, args.seed)
     print(record_markdown(record))
     if args.output:
-        Path(args.output).write_text(json.dumps(record, indent=1) + "\n")
+        atomic_write_text(args.output, json.dumps(record, indent=1) + "\n")
     return record
 
 

@@ -9,7 +9,9 @@ the unconditional branch of classifier-free guidance.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -155,6 +157,11 @@ class ConceptEmbedding(nn.Module):
         return embedded
 
 
+def _names(keys: Sequence) -> str:
+    keys = [key if isinstance(key, str) else key[0] for key in keys]
+    return ", ".join(keys[:6]) + (f" and {len(keys) - 6} more" if len(keys) > 6 else "")
+
+
 def _value_table(name: str, num_values: int, rows: Sequence[Sequence[float]]) -> torch.Tensor:
     table = torch.tensor([list(row) for row in rows], dtype=torch.float32)
     if table.ndim != 2 or table.shape[0] != num_values or table.shape[1] == 0:
@@ -172,9 +179,27 @@ def broadcast_timesteps(timestep: torch.Tensor | float | int, batch_size: int, d
 
 
 class ConceptConditionedMixin:
-    """For models that own a :class:`ConceptEmbedding` as ``self.concept_embedding`` (what pipelines rely on)."""
+    """For models that own a :class:`ConceptEmbedding` as ``self.concept_embedding`` (what pipelines rely on). It comes
+    before ``ModelMixin`` among a model's bases, so that its :meth:`from_pretrained` checks what diffusers loads."""
 
     concept_embedding: ConceptEmbedding
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike, **kwargs):
+        """diffusers' ``from_pretrained``, refusing weights that do not fit the config. A ``config.json`` edited by
+        hand (another ``conditioning``) would otherwise load with the parts it adds left on PyTorch's meta device,
+        and fail only at the first sample with a device error."""
+        output_loading_info = kwargs.pop("output_loading_info", False)
+        model, info = super().from_pretrained(pretrained_model_name_or_path, output_loading_info=True, **kwargs)
+        problems = [f"{what} {_names(info[key])}" for key, what in (
+            ("missing_keys", "weights the config needs but the file lacks:"),
+            ("unexpected_keys", "weights in the file the config has no place for:"),
+            ("mismatched_keys", "weights of another shape:")) if info.get(key)]
+        if problems:
+            config = Path(str(pretrained_model_name_or_path), kwargs.get("subfolder") or "", "config.json")
+            raise ValueError(f"{config} does not match the weights beside it ({'; '.join(problems)}): was the config "
+                             f"edited? {cls.__name__} options such as conditioning must be the ones it trained with")
+        return (model, info) if output_loading_info else model
 
     def _register_concepts(
         self, concept_space: ConceptSpaceLike, conditioning: str, continuous_concepts: Mapping | None,

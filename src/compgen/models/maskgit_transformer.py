@@ -49,7 +49,7 @@ class MaskGITTransformerOutput(BaseOutput):
     hidden_states: tuple[torch.Tensor, ...] | None = None
 
 
-class MaskGITTransformer(ModelMixin, ConfigMixin, ConceptConditionedMixin):
+class MaskGITTransformer(ConceptConditionedMixin, ModelMixin, ConfigMixin):
     r"""Predicts the VQ index of every image token from a partially masked grid and a concept tuple.
 
     Args:

@@ -24,7 +24,7 @@ from .concept_embedding import ConceptConditionedMixin, ConceptEmbedding, broadc
 from .maskgit_transformer import transformer_blocks
 
 
-class TupleConditionedDiT(ModelMixin, ConfigMixin, ConceptConditionedMixin):
+class TupleConditionedDiT(ConceptConditionedMixin, ModelMixin, ConfigMixin):
     r"""Predicts the noise (or velocity) in a grid of continuous latents ``(B, C, g, g)`` given a concept tuple.
 
     Args:

@@ -75,7 +75,7 @@ class UpStage(nn.Module):
         return self.blocks(self.upsample(torch.cat([x, skip], dim=1)))
 
 
-class TupleConditionedUNet2DModel(ModelMixin, ConfigMixin, ConceptConditionedMixin):
+class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMixin):
     r"""A U-Net denoiser conditioned on a concept tuple (Okawa et al. 2023).
 
     Args:

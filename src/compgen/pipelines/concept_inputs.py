@@ -81,6 +81,9 @@ def prepare_concept_inputs(
     batch_size = classes.shape[0]
     if concept_values is not None:
         concept_values = torch.as_tensor(concept_values)
+        if not torch.isfinite(concept_values).all():
+            raise ValueError("concept_values must be finite numbers, got NaN or infinite values (a model "
+                             "conditioned on them draws noise)")
         if concept_values.ndim == 2 and concept_values.shape[0] * num_images_per_prompt == batch_size:
             concept_values = concept_values.repeat_interleave(num_images_per_prompt, dim=0)
         concept_values = concept_values.to(device=device, dtype=model.dtype)

@@ -144,6 +144,10 @@ class MaskGITTask(TrainingTask):
     def extra_state(self) -> dict[str, nn.Module]:
         return {} if self.target is None else {"jepa_target": self.target.shadow}
 
+    def schedules_over_length(self) -> list[str]:
+        schedule = self.momentum_schedule
+        return [f"the JEPA target momentum ({schedule.kind})"] if schedule and schedule.kind == "linear" else []
+
     def pipeline(self, transformer: MaskGITTransformer):
         from ..pipelines.maskgit import MaskGITPipeline
 

@@ -23,16 +23,19 @@ import io
 import json
 import logging
 import multiprocessing
+import os
 import shlex
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import TextIO
+
+from .run_directory import claims_held, release_claims
 
 logger = logging.getLogger(__name__)
 
@@ -60,16 +63,25 @@ def load_script(path: str | Path) -> ModuleType:
 
 
 def parse_runs(text: str) -> list[list[str]]:
-    """Commands from a runs file: one per non-empty line, ``#`` comments dropped, shell-style quoting."""
+    """Commands from a runs file: one per non-empty line, ``#`` comments dropped, shell-style quoting, and a word that
+    starts with ``~`` expanded to the home directory as a shell would."""
     commands = []
     for number, line in enumerate(text.splitlines(), start=1):
-        words = shlex.split(line, comments=True)
+        try:
+            words = split_command(line)
+        except ValueError as error:
+            raise ValueError(f"runs file line {number}: {error} in {line.strip()!r}") from None
         if not words:
             continue
         if not words[0].endswith(".py"):
             raise ValueError(f"runs file line {number}: a command starts with a script path (*.py), got {words[0]!r}")
         commands.append(words)
     return commands
+
+
+def split_command(text: str) -> list[str]:
+    """One command line split as a shell splits it (quotes, ``#`` comments, ``~`` at the start of a word)."""
+    return [os.path.expanduser(word) for word in shlex.split(text, comments=True)]
 
 
 class _TeeLastLine(io.TextIOBase):
@@ -100,6 +112,7 @@ def run_in_process(command: Sequence[str]) -> RunResult:
     AcceleratorState._reset_state(reset_partial_state=False)
     GradientState._reset_state()
     stderr = _TeeLastLine(sys.stderr)
+    held = claims_held()
     try:
         with contextlib.redirect_stderr(stderr):
             load_script(command[0]).main(list(command[1:]))
@@ -110,17 +123,43 @@ def run_in_process(command: Sequence[str]) -> RunResult:
         if exit_.code not in (0, None):
             error = f"exit status {exit_.code}: {stderr.last_line}"
             return RunResult(text, "failed", round(time.perf_counter() - start, 3), error)
+    finally:
+        release_claims(keep=held)  # whatever the script left claimed
     return RunResult(text, "ok", round(time.perf_counter() - start, 3))
 
 
-def die_with_parent() -> None:
-    """Worker initializer: stop this worker when the process that started it dies (Linux ``PR_SET_PDEATHSIG``), so a
-    killed runner leaves no orphan that goes on training into a run directory a rerun will use; a no-op elsewhere."""
+def die_with_parent(parent_pid: int) -> None:
+    """Worker initializer: stop this worker when ``parent_pid``, the process that started it, dies (Linux
+    ``PR_SET_PDEATHSIG``), so a killed runner leaves no orphan that goes on training into a run directory a rerun
+    will use. The death signal only covers a parent alive when it is set: a worker whose parent died while it
+    started (it is then someone else's child) exits at once. A no-op elsewhere than Linux."""
     if sys.platform.startswith("linux"):
         import ctypes
         import signal
 
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+        if os.getppid() != parent_pid:
+            os._exit(1)
+
+
+@contextlib.contextmanager
+def worker_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
+    """``workers`` spawned worker processes that die with this process (:func:`die_with_parent`). If the block
+    ends with an exception (an interrupt), queued work is cancelled and running workers are stopped, as a kill would
+    stop them (a run resumes from its last checkpoint), instead of waiting for the queue to run out."""
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=die_with_parent, initargs=(os.getpid(),))
+    try:
+        yield pool
+    except BaseException:
+        processes = list((pool._processes or {}).values())  # the executor has no public way to stop its workers
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.join(timeout=10)
+        raise
+    pool.shutdown(wait=True)
 
 
 def _run_share(commands: list[list[str]], threads: int | None) -> list[RunResult]:
@@ -141,8 +180,7 @@ def run_queue(commands: Sequence[Sequence[str]], parallel: int = 1, threads_per_
     if parallel == 1 or len(commands) <= 1:
         return _run_share(commands, threads_per_worker)
     shares = [commands[worker::parallel] for worker in range(parallel)]
-    with ProcessPoolExecutor(max_workers=parallel, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=die_with_parent) as pool:
+    with worker_pool(parallel) as pool:
         done = list(pool.map(_run_share, shares, [threads_per_worker or 1] * parallel))
     results: list[RunResult | None] = [None] * len(commands)
     for worker, share_results in enumerate(done):
@@ -161,8 +199,13 @@ def main(argv: Sequence[str] | None = None) -> list[RunResult]:
     parser.add_argument("--summary", default=None, help="write every run's status and wall-clock here (JSON)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    commands = parse_runs(Path(args.runs).read_text()) if args.runs else []
-    commands += [shlex.split(text) for text in args.run]
+    if args.parallel < 1:
+        parser.error(f"--parallel must be at least 1, got {args.parallel}")
+    try:
+        commands = parse_runs(Path(args.runs).read_text()) if args.runs else []
+        commands += [split_command(text) for text in args.run]
+    except (OSError, ValueError) as error:
+        parser.error(f"{args.runs}: {error}" if args.runs else str(error))
     if not commands:
         parser.error("no runs: give --runs FILE or --run COMMAND")
     for command in commands:

@@ -38,11 +38,13 @@ from ..data.loading import (
 )
 from ..evaluation.tokenizer_report import RECONSTRUCTION_REPORT_NAME
 from ..models.vq_tokenizer import build_vq_tokenizer
+from .run_directory import RunDirectoryClaim, RunDirectoryInUseError, check_output_dir, claim_run_directory
 from .trainer import (
     Trainer,
     TrainingConfig,
     TrainingTask,
     add_training_arguments,
+    check_batch_fits,
     config_from_args,
     multi_cpu_launch,
 )
@@ -76,6 +78,8 @@ class TrainingRun:
     dataset_name: str
     eval_data: ConceptImageData | None = None
     """Real images of every class (the dataset's ``test`` split), for reports on real data."""
+    claim: RunDirectoryClaim | None = None
+    """The claim on ``config.output_dir`` taken before the data were built; given back once training there ends."""
 
     @property
     def continuous_concepts(self) -> dict[str, list[list[float]]]:
@@ -92,7 +96,11 @@ class TrainingRun:
         config = dataclasses.replace(self.config, **config_overrides)
         trainer = Trainer(config, task, self.train_data, self.graph, self.probes if probes else None,
                           self.dataset_name)
-        return trainer.train()
+        try:
+            return trainer.train()
+        finally:
+            if self.claim is not None and Path(config.output_dir) == Path(self.config.output_dir):
+                self.claim.release()
 
 
 def apply_dataset_defaults(parser: argparse.ArgumentParser, preset: str, argv: list[str] | None) -> dict[str, Any]:
@@ -156,31 +164,48 @@ def prepare_run(
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
-    # Every option is checked before any work (building data, training probes, a tokenizer).
+    # Every option is checked before any work (building data, training probes, a tokenizer), with the output
+    # directory claimed (one run per directory; see run_directory) before it is checked.
+    state = PartialState(cpu=multi_cpu_launch())
+    claim = None
     try:
         extra = {k: v for k, v in vars(args).items() if k not in {f for f in TrainingConfig.__dataclass_fields__}}
         extra["preset"] = preset
         config = config_from_args(args, extra=extra)
         celeba_options = celeba_builder_options(args)
         _check_dataset_config(args)
+        config.check_environment()
+        if state.is_main_process:
+            claim = claim_run_directory(config.output_dir)
+            check_output_dir(config.output_dir, config.resume_from_checkpoint, config.overwrite_output_dir)
         if validate is not None:
             validate(args)
-    except ValueError as error:
+    except (ValueError, OSError, RunDirectoryInUseError) as error:
+        if claim is not None:
+            claim.release()
         parser.error(str(error))
-    # Under data parallelism the main process builds the dataset and trains (or caches) the probes first; the
-    # others then read both from the caches.
-    with PartialState(cpu=multi_cpu_launch()).main_process_first():
-        dataset_dict, dataset_name = _load_dataset(args, celeba_options)
-        train_data, graph = training_data_from(dataset_dict)
-        eval_data = split_tensors(dataset_dict, "test") if "test" in dataset_dict else None
-        check_image_size(args, train_data.image_size, dataset_name)
-        probe_splits = None
-        if not args.no_eval and not args.probes_path and {"probe_train", "probe_val"} <= set(dataset_dict):
-            probe_splits = (split_tensors(dataset_dict, "probe_train"), split_tensors(dataset_dict, "probe_val"))
-        probes = None if args.no_eval else load_probes(args.probes_path, train_data, args.seed, probe_splits)
+    try:
+        # Under data parallelism the main process builds the dataset and trains (or caches) the probes first; the
+        # others then read both from the caches.
+        with state.main_process_first():
+            dataset_dict, dataset_name = _load_dataset(args, celeba_options)
+            train_data, graph = training_data_from(dataset_dict)
+            eval_data = split_tensors(dataset_dict, "test") if "test" in dataset_dict else None
+            check_image_size(args, train_data.image_size, dataset_name)
+            check_batch_fits(len(train_data), config.train_batch_size, state.num_processes)
+            probe_splits = None
+            if not args.no_eval and not args.probes_path and {"probe_train", "probe_val"} <= set(dataset_dict):
+                probe_splits = (split_tensors(dataset_dict, "probe_train"), split_tensors(dataset_dict, "probe_val"))
+            probes = None if args.no_eval else load_probes(args.probes_path, train_data, args.seed, probe_splits)
+    except BaseException as error:
+        if claim is not None:
+            claim.release()  # and the output directory goes, if this run created it and wrote nothing there
+        if isinstance(error, ValueError):
+            parser.error(str(error))  # e.g. an option that does not fit the data (image size, batch size)
+        raise
     logger.info("training data %s: %d images (%d px) of classes %s", dataset_name, len(train_data),
                 train_data.image_size, train_data.class_strings())
-    run = TrainingRun(config, train_data, graph, probes, dataset_name=dataset_name, eval_data=eval_data)
+    run = TrainingRun(config, train_data, graph, probes, dataset_name=dataset_name, eval_data=eval_data, claim=claim)
     torch.manual_seed(config.seed)  # the script builds its model next: initial weights are a function of --seed
     return args, config, run
 

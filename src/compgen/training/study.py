@@ -13,11 +13,11 @@ ones while the rest go on, and writes ``summary.md`` / ``summary.json`` with plo
     dropout: 0.1                    # the concept-dropout rate of the +dropout modes (Paper B: about 10%)
     flags: {eval_steps: 250}        # for every cell
     tokenizer:                      # trained once per dataset, shared by every model with tokens: true
-      script: examples/train_vq_tokenizer.py
+      script: ../examples/train_vq_tokenizer.py
       flags: {preset: cpu-quick}
     models:
-      maskgit: {script: examples/train_maskgit_jepa.py, tokens: true, flags: {preset: cpu-quick, jepa_weight: 0}}
-      dit: {script: examples/train_dit.py, tokens: true, flags: {preset: cpu-quick},
+      maskgit: {script: ../examples/train_maskgit_jepa.py, tokens: true, flags: {preset: cpu-quick, jepa_weight: 0}}
+      dit: {script: ../examples/train_dit.py, tokens: true, flags: {preset: cpu-quick},
             conditioning: [full, quantized]}   # a model's own modes replace the study's
 
 A dataset entry may also define a new concept-graph config, exported once into the study's ``data/`` directory::
@@ -31,8 +31,19 @@ The tokenizer trains on each study dataset's training split, unless ``tokenizer:
 classes when the training-split tokenizer caps the held-out classes (its name then labels every result)::
 
     tokenizer:
-      script: examples/train_vq_tokenizer.py
+      script: ../examples/train_vq_tokenizer.py
       dataset: {name: h32-all-classes, split_preset: H32-train1, training_classes: [...all eight...]}
+
+Paths in a study file (scripts, dataset directories) are relative to the study file's directory (``~`` is the home
+directory); a dataset entry that is no directory there is a config name or a Hub id. Every name must be used once:
+a repeated model key, seed, dataset or conditioning mode is refused, and so are the flags the study sets itself
+(``seed``, ``conditioning``, ``max_train_steps``, ``dataset``, ``output_dir``, ...: use ``seeds``, ``conditioning``,
+``steps``, ``datasets``).
+
+A rerun skips finished cells and resumes unfinished ones, but only under the definition they trained with: a cell whose
+options, dataset or tokenizer changed in the study file is refused with the list of changed cells (remove their
+directories to train them again; see :mod:`compgen.training.study_records`). A dataset the study defines is exported
+again when its definition changed and no cell trained on it yet.
 
 Every conditioning mode means the same for every model (:data:`CONDITIONING_MODES`): ``full`` feeds the per-image
 continuous values (colour RGB, size) during training and the class values at test time, ``quantized`` the class
@@ -42,16 +53,19 @@ indices only; ``+dropout`` replaces each concept by its learned null embedding w
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
-import shlex
-from collections.abc import Sequence
+import typing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..atomic_io import atomic_write_text
-from .runner import RunResult, die_with_parent, run_in_process
+import yaml
+
+from .run_directory import claim_run_directory
+from .runner import RunResult, run_in_process, worker_pool
+from .study_checks import UniqueKeyLoader, check_definition, expect, expect_flags, expect_list, expect_unique
+from .study_records import check_unchanged, export_is_current, record_definition, record_run
+from .study_summary import write_summary
 
 CONDITIONING_MODES: dict[str, tuple[str, bool]] = {
     "full": ("full", False),
@@ -64,6 +78,15 @@ CONDITIONING_MODES: dict[str, tuple[str, bool]] = {
 TOKENIZER_DIR = "tokenizer"
 CELLS_DIR = "cells"
 
+STUDY_FLAGS: dict[str, str] = {
+    "seed": "its seeds list", "conditioning": "its conditioning modes", "concept_dropout": "its conditioning modes "
+    "and dropout", "max_train_steps": "its steps", "dataset": "its datasets", "dataset_config": "its datasets",
+    "output_dir": "run_study's --output_dir", "resume_from_checkpoint": "itself (every cell resumes)",
+    "overwrite_output_dir": "nothing: a rerun never replaces a finished cell",
+}
+"""Flags the study gives every cell itself (a study file may not set them), and where each comes from."""
+TOKENIZER_FLAGS = ("dataset", "dataset_config", "output_dir", "resume_from_checkpoint", "overwrite_output_dir")
+"""Flags the study gives its tokenizer runs itself."""
 
 @dataclass(frozen=True)
 class Cell:
@@ -75,6 +98,8 @@ class Cell:
     dataset: str
     command: tuple[str, ...]
     output_dir: Path
+    identity: str = ""
+    """What the cell is (script, options, dataset and tokenizer definitions), as JSON: see ``study_records``."""
 
     @property
     def name(self) -> str:
@@ -83,6 +108,20 @@ class Cell:
     @property
     def arm(self) -> str:
         return f"{self.model} ({self.conditioning})"
+
+
+@dataclass(frozen=True)
+class TokenizerRun:
+    """The training of one study tokenizer (shared by the token models' cells of its datasets)."""
+
+    dataset: str
+    command: tuple[str, ...]
+    output_dir: Path
+    identity: str
+
+    @property
+    def name(self) -> str:
+        return f"tokenizer {self.dataset}"
 
 
 @dataclass
@@ -99,66 +138,103 @@ class Study:
     flags: dict[str, Any] = field(default_factory=dict)
     tokenizer: dict[str, Any] | None = None
     description: str = ""
+    base_dir: Path = field(default_factory=Path, repr=False)
+    """The directory relative paths in the study are resolved against (the study file's)."""
+
+    KEYS: typing.ClassVar[tuple[str, ...]] = ("name", "models", "seeds", "steps", "datasets", "conditioning",
+                                              "dropout", "flags", "tokenizer", "description")
 
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> Study:
-        import yaml
-
-        with open(path, encoding="utf-8") as f:
-            spec = yaml.safe_load(f)
+        """Read and validate a study file; its relative paths are resolved against its directory."""
+        path = Path(path).expanduser()
+        try:
+            with open(path, encoding="utf-8") as f:
+                spec = yaml.load(f, Loader=UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+        except yaml.YAMLError as error:
+            raise ValueError(f"{path}: {error}") from None
         if not isinstance(spec, dict):
             raise ValueError(f"{path}: a study file is a YAML mapping")
-        return cls.from_dict(spec, source=str(path))
+        return cls.from_dict(spec, source=str(path), base_dir=path.resolve().parent)
 
     @classmethod
-    def from_dict(cls, spec: dict[str, Any], source: str = "study") -> Study:
-        known = {f for f in cls.__dataclass_fields__}
-        unknown = sorted(set(spec) - known)
+    def from_dict(cls, spec: dict[str, Any], source: str = "study", base_dir: str | os.PathLike | None = None
+                  ) -> Study:
+        """A study from its mapping (relative paths resolved against ``base_dir``, default the current directory)."""
+        unknown = sorted(set(spec) - set(cls.KEYS))
         if unknown:
-            raise ValueError(f"{source}: unknown study keys {unknown}; known: {sorted(known)}")
+            raise ValueError(f"{source}: unknown study keys {unknown}; known: {sorted(cls.KEYS)}")
         missing = sorted({"name", "models", "seeds", "steps"} - set(spec))
         if missing:
             raise ValueError(f"{source}: missing study keys {missing}")
-        study = cls(**spec)
+        study = cls(**spec, base_dir=Path(base_dir) if base_dir is not None else Path.cwd())
         study.validate(source)
         return study
 
+    def path(self, text: str) -> Path:
+        """A path of the study file, resolved against :attr:`base_dir`."""
+        return Path(os.path.normpath(self.base_dir / Path(text).expanduser()))
+
     def validate(self, source: str = "study") -> None:
+        """Raise ``ValueError`` naming the key for a value of the wrong type, an unknown or repeated name, an empty
+        grid, a flag the study sets itself, a missing script or a bad dataset definition."""
+        expect(self.name, str, f"{source}: name")
+        expect(self.description, str, f"{source}: description")
+        expect_list(self.seeds, int, f"{source}: seeds")
+        expect(self.steps, int, f"{source}: steps")
+        if self.steps < 1:
+            raise ValueError(f"{source}: steps must be a positive integer, got {self.steps}")
+        expect(self.dropout, (int, float), f"{source}: dropout")
+        if not 0 < self.dropout < 1:
+            raise ValueError(f"{source}: dropout must be in (0, 1), got {self.dropout}")
+        expect_list(self.conditioning, str, f"{source}: conditioning")
+        expect_flags(self.flags, f"{source}: flags", STUDY_FLAGS)
+        expect(self.models, dict, f"{source}: models")
         if not self.models:
-            raise ValueError(f"{source}: no models")
+            raise ValueError(f"{source}: models is empty")
         for name, model in self.models.items():
-            if not isinstance(model, dict) or "script" not in model:
-                raise ValueError(f"{source}: model {name!r} needs a script")
+            where = f"{source}: model {name!r}"
+            expect(name, str, f"{where}: its name")
+            expect(model, dict, where)
             extra = sorted(set(model) - {"script", "tokens", "flags", "conditioning"})
             if extra:
-                raise ValueError(f"{source}: model {name!r} has unknown keys {extra}")
-            if not Path(model["script"]).is_file():
-                raise ValueError(f"{source}: model {name!r}: no script at {model['script']}")
+                raise ValueError(f"{where} has unknown keys {extra}")
+            expect(model.get("script"), str, f"{where}: script")
+            if not self.path(model["script"]).is_file():
+                raise ValueError(f"{where}: no script at {self.path(model['script'])}")
+            expect(model.get("tokens", False), bool, f"{where}: tokens")
+            reserved = STUDY_FLAGS | ({"vqvae_path": "its tokenizer"} if model.get("tokens") else {})
+            expect_flags(model.get("flags", {}), f"{where}: flags", reserved)
+            if "conditioning" in model:
+                expect_list(model["conditioning"], str, f"{where}: conditioning")
             if model.get("tokens") and self.tokenizer is None:
-                raise ValueError(f"{source}: model {name!r} uses tokens but the study has no tokenizer")
+                raise ValueError(f"{where} uses tokens but the study has no tokenizer")
         modes = list(self.conditioning) + [c for m in self.models.values() for c in m.get("conditioning", [])]
         bad = [c for c in modes if c not in CONDITIONING_MODES]
         if bad:
             raise ValueError(f"{source}: unknown conditioning modes {bad}; choose from {list(CONDITIONING_MODES)}")
-        if not self.seeds or not all(isinstance(s, int) for s in self.seeds):
-            raise ValueError(f"{source}: seeds must be a non-empty list of integers")
-        if not isinstance(self.steps, int) or self.steps < 1:
-            raise ValueError(f"{source}: steps must be a positive integer")
-        if not 0 < self.dropout < 1:
-            raise ValueError(f"{source}: dropout must be in (0, 1)")
         if self.tokenizer is not None:
-            if "script" not in self.tokenizer:
-                raise ValueError(f"{source}: the tokenizer needs a script")
+            expect(self.tokenizer, dict, f"{source}: tokenizer")
             extra = sorted(set(self.tokenizer) - {"script", "flags", "dataset"})
             if extra:
                 raise ValueError(f"{source}: the tokenizer has unknown keys {extra}")
-        for entry in self.datasets + ([self.tokenizer.get("dataset")] if self.tokenizer else []):
-            if entry is None:
-                continue
-            if isinstance(entry, dict) and not entry.get("name"):
-                raise ValueError(f"{source}: a dataset defined in the study needs a name: {entry}")
-            if not isinstance(entry, str | dict):
-                raise ValueError(f"{source}: a dataset is a name or a config mapping, got {entry!r}")
+            expect(self.tokenizer.get("script"), str, f"{source}: tokenizer: script")
+            if not self.path(self.tokenizer["script"]).is_file():
+                raise ValueError(f"{source}: tokenizer: no script at {self.path(self.tokenizer['script'])}")
+            expect_flags(self.tokenizer.get("flags", {}), f"{source}: tokenizer: flags",
+                          dict.fromkeys(TOKENIZER_FLAGS, "the study"))
+        expect_list(self.datasets, (str, dict), f"{source}: datasets")
+        for entry in self.datasets + ([self.tokenizer["dataset"]] if "dataset" in (self.tokenizer or {}) else []):
+            expect(entry, (str, dict), f"{source}: dataset {entry!r}")
+            if isinstance(entry, dict):
+                check_definition(entry, f"{source}: dataset {entry.get('name')!r}")
+        expect_unique(self.dataset_names, f"{source}: datasets")
+        directories: dict[Path, Cell | TokenizerRun] = {}
+        for run in [*self.tokenizer_runs(Path("study")), *self.cells(Path("study"))]:
+            other = directories.setdefault(run.output_dir, run)
+            if other is not run:
+                raise ValueError(f"{source}: {other.name!r} and {run.name!r} would share the directory "
+                                 f"{run.output_dir.name} (their names are the same once made file-safe): rename one")
 
     @property
     def dataset_names(self) -> list[str]:
@@ -169,6 +245,10 @@ class Study:
         entries = list(self.datasets) + [(self.tokenizer or {}).get("dataset")]
         return [entry for entry in entries if isinstance(entry, dict)]
 
+    def _dataset_definition(self, name: str) -> str | dict[str, Any]:
+        """What identifies a dataset of the study: its definition, or its name (a config, a directory, a Hub id)."""
+        return next((entry for entry in self._defined_datasets() if entry["name"] == name), name)
+
     def tokenizer_dataset(self, dataset: str) -> str:
         """The dataset whose training split trains the tokenizer of ``dataset``'s cells."""
         entry = (self.tokenizer or {}).get("dataset")
@@ -178,34 +258,47 @@ class Study:
 
     def dataset_flags(self, output_dir: Path, name: str) -> dict[str, str]:
         """``--dataset`` (and ``--dataset_config``) for one dataset of the study."""
-        for entry in self._defined_datasets():
-            if entry["name"] == name:
-                return {"dataset": str(output_dir / "data" / _slug(name)), "dataset_config": name}
-        return {"dataset": name}
+        if isinstance(self._dataset_definition(name), dict):
+            return {"dataset": str(output_dir / "data" / _slug(name)), "dataset_config": name}
+        local = self.path(name)
+        return {"dataset": str(local) if local.is_dir() else name}
 
     def prepare_datasets(self, output_dir: Path) -> None:
-        """Export the datasets the study defines (once; a later run finds them)."""
+        """Export the datasets the study defines: once, and again when a definition changed (the runs that trained
+        on the old one were refused before: :func:`~compgen.training.study_records.check_unchanged`)."""
         from ..data.concept_graph_builder import ConceptGraphShapesConfig
         from ..data.export import export_concept_graph_configs
 
         for entry in self._defined_datasets():
             target = output_dir / "data" / _slug(entry["name"])
-            if not (target / "README.md").is_file():
-                export_concept_graph_configs([ConceptGraphShapesConfig(**entry)], target,
+            if not export_is_current(target, entry):
+                export_concept_graph_configs([ConceptGraphShapesConfig(**entry)], target, overwrite=True,
                                              cache_dir=str(output_dir / "data" / ".cache"))
+                record_definition(target, entry)
 
     def tokenizer_dir(self, output_dir: Path, dataset: str) -> Path:
         return output_dir / TOKENIZER_DIR / _slug(self.tokenizer_dataset(dataset))
 
-    def tokenizer_commands(self, output_dir: Path) -> list[tuple[str, ...]]:
+    def _tokenizer_identity(self, dataset: str) -> dict[str, Any]:
+        return {"script": self.tokenizer["script"], "flags": self.tokenizer.get("flags", {}),
+                "dataset": self._dataset_definition(self.tokenizer_dataset(dataset))}
+
+    def tokenizer_runs(self, output_dir: Path) -> list[TokenizerRun]:
         """One tokenizer run per tokenizer dataset (only if a model uses tokens)."""
         if self.tokenizer is None or not any(m.get("tokens") for m in self.models.values()):
             return []
-        datasets = dict.fromkeys(self.tokenizer_dataset(dataset) for dataset in self.dataset_names)
-        return [(self.tokenizer["script"], *flags_to_argv(
-                    self.tokenizer.get("flags", {}) | self.dataset_flags(output_dir, dataset)
-                    | {"output_dir": str(self.tokenizer_dir(output_dir, dataset)), "resume_from_checkpoint": "latest"}))
-                for dataset in datasets]
+        runs = []
+        for dataset in dict.fromkeys(self.tokenizer_dataset(dataset) for dataset in self.dataset_names):
+            directory = self.tokenizer_dir(output_dir, dataset)
+            command = (str(self.path(self.tokenizer["script"])), *flags_to_argv(
+                self.tokenizer.get("flags", {}) | self.dataset_flags(output_dir, dataset)
+                | {"output_dir": str(directory), "resume_from_checkpoint": "latest"}))
+            runs.append(TokenizerRun(dataset, command, directory, _json(self._tokenizer_identity(dataset))))
+        return runs
+
+    def tokenizer_commands(self, output_dir: Path) -> list[tuple[str, ...]]:
+        """The commands of :meth:`tokenizer_runs`."""
+        return [run.command for run in self.tokenizer_runs(output_dir)]
 
     def cells(self, output_dir: Path) -> list[Cell]:
         """Every cell of the grid, in a fixed order (dataset, model, conditioning, seed)."""
@@ -216,15 +309,23 @@ class Study:
                     conditioning, dropped = CONDITIONING_MODES[mode]
                     for seed in self.seeds:
                         directory = output_dir / CELLS_DIR / _slug(f"{model_name}__{mode}__{dataset}__seed{seed}")
-                        flags = self.flags | model.get("flags", {}) | {
+                        options = self.flags | model.get("flags", {}) | {
                             "conditioning": conditioning, "concept_dropout": self.dropout if dropped else 0.0,
-                            "seed": seed, "max_train_steps": self.steps, **self.dataset_flags(output_dir, dataset),
-                            "output_dir": str(directory), "resume_from_checkpoint": "latest"}
+                            "seed": seed}
+                        flags = options | {"max_train_steps": self.steps, **self.dataset_flags(output_dir, dataset),
+                                           "output_dir": str(directory), "resume_from_checkpoint": "latest"}
+                        identity = {"script": model["script"], "flags": options,
+                                    "dataset": self._dataset_definition(dataset), "tokenizer": None}
                         if model.get("tokens"):
                             flags["vqvae_path"] = str(self.tokenizer_dir(output_dir, dataset))
-                        command = (model["script"], *flags_to_argv(flags))
-                        cells.append(Cell(model_name, mode, seed, dataset, command, directory))
+                            identity["tokenizer"] = self._tokenizer_identity(dataset)
+                        command = (str(self.path(model["script"])), *flags_to_argv(flags))
+                        cells.append(Cell(model_name, mode, seed, dataset, command, directory, _json(identity)))
         return cells
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
 
 
 def flags_to_argv(flags: dict[str, Any]) -> list[str]:
@@ -267,105 +368,82 @@ def run_study(study: Study, output_dir: str | os.PathLike, parallel: int = 1, th
               progress: bool = True) -> dict[str, Any]:
     """Run (or resume) every unfinished cell, then summarize; returns the summary (also written to disk).
 
-    Tokenizers train first (one per dataset), then the cells, one after another in this process (``parallel=1``:
-    the right choice on one GPU) or over ``parallel`` worker processes with ``threads_per_worker`` threads each (a
-    multi-core CPU). A failing cell is reported and the others go on.
+    First the study is checked against what its directory holds (:class:`~compgen.training.study_records.
+    StudyChangedError` lists the runs whose definition changed). Tokenizers train first (one per dataset), then the
+    cells, one after another in this process (``parallel=1``: the right choice on one GPU) or over ``parallel``
+    worker processes with ``threads_per_worker`` threads each (a multi-core CPU). A failing cell is reported and the
+    others go on. An interrupt (``KeyboardInterrupt``) stops the running cells, cancels the queued ones and writes
+    the summary of what finished before it propagates. The study claims ``output_dir`` (one study per directory:
+    :class:`~compgen.training.run_directory.RunDirectoryInUseError`).
     """
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    output_dir = Path(output_dir).expanduser()
+    with claim_run_directory(output_dir):  # one study per directory
+        return _run_study(study, output_dir, parallel, threads_per_worker, progress)
+
+
+def _run_study(study: Study, output_dir: Path, parallel: int, threads_per_worker: int | None, progress: bool
+               ) -> dict[str, Any]:
+    from concurrent.futures import FIRST_COMPLETED, wait
+    from concurrent.futures.process import BrokenProcessPool
 
     from tqdm.auto import tqdm
 
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    tokenizers, cells = study.tokenizer_runs(output_dir), study.cells(output_dir)
+    check_unchanged([*tokenizers, *cells], {cell.name: study.steps for cell in cells}, "the study file")
     study.prepare_datasets(output_dir)
     statuses: dict[str, dict[str, Any]] = {}
-    for command in study.tokenizer_commands(output_dir):
-        if (Path(command[command.index("--output_dir") + 1]) / "config.json").is_file():
-            continue
-        result = _run_cell(command, threads_per_worker)
-        statuses[f"tokenizer {command[command.index('--dataset') + 1]}"] = asdict(result)
-        if result.status != "ok":
-            raise RuntimeError(f"the study's tokenizer failed ({result.error}); its cells cannot run")
-
-    cells = study.cells(output_dir)
     todo = [cell for cell in cells if not cell_finished(cell, study.steps)]
     for cell in cells:
         if cell not in todo:
             statuses[cell.name] = {"status": "finished before", "seconds": 0.0}
     bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc=f"study {study.name}", disable=not progress)
-    if parallel <= 1:
+    try:
+        for run in tokenizers:
+            if (run.output_dir / "config.json").is_file():
+                continue
+            record_run(run, None)
+            result = _run_cell(run.command, threads_per_worker)
+            statuses[run.name] = asdict(result)
+            if result.status != "ok":
+                raise RuntimeError(f"the study's tokenizer failed ({result.error}); its cells cannot run")
         for cell in todo:
-            statuses[cell.name] = asdict(_run_cell(cell.command, threads_per_worker))
-            bar.update(1)
-    else:
-        # Spawned, not forked, workers: this process may already have run torch (a tokenizer).
-        with ProcessPoolExecutor(max_workers=parallel, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=die_with_parent) as pool:
-            futures = {pool.submit(_run_cell, cell.command, threads_per_worker or 1): cell for cell in todo}
-            for future in as_completed(futures):
-                cell = futures[future]
-                try:
-                    statuses[cell.name] = asdict(future.result())
-                except Exception as error:  # a worker that died takes only its cell with it
-                    statuses[cell.name] = {"status": "failed", "seconds": 0.0, "error": repr(error)}
+            record_run(cell, study.steps)
+        if parallel <= 1:
+            for cell in todo:
+                statuses[cell.name] = {"status": "interrupted", "seconds": 0.0}  # until it returns
+                statuses[cell.name] = asdict(_run_cell(cell.command, threads_per_worker))
                 bar.update(1)
-    bar.close()
+        else:
+            # Spawned, not forked, workers: this process may already have run torch (a tokenizer). A cell is handed
+            # to a worker only when one is free, so an interrupt knows which cells ran and which were still queued.
+            queued, running = list(todo), {}
+            with worker_pool(parallel) as pool:
+                try:
+                    while queued or running:
+                        while queued and len(running) < parallel:
+                            cell = queued.pop(0)
+                            try:
+                                running[pool.submit(_run_cell, cell.command, threads_per_worker or 1)] = cell
+                            except BrokenProcessPool as error:  # a worker died: the pool takes no more work
+                                statuses[cell.name] = {"status": "failed", "seconds": 0.0, "error": repr(error)}
+                                bar.update(1)
+                        done, _ = wait(running, return_when=FIRST_COMPLETED)
+                        for future in done:
+                            cell = running.pop(future)
+                            try:
+                                statuses[cell.name] = asdict(future.result())
+                            except Exception as error:  # its worker died
+                                statuses[cell.name] = {"status": "failed", "seconds": 0.0, "error": repr(error)}
+                            bar.update(1)
+                except KeyboardInterrupt:
+                    for cell in running.values():
+                        statuses[cell.name] = {"status": "interrupted", "seconds": 0.0}
+                    raise
+    except KeyboardInterrupt:
+        for cell in todo:
+            statuses.setdefault(cell.name, {"status": "cancelled", "seconds": 0.0})
+        write_summary(study, output_dir, cells, statuses)
+        raise
+    finally:
+        bar.close()
     return write_summary(study, output_dir, cells, statuses)
-
-
-def write_summary(study: Study, output_dir: Path, cells: Sequence[Cell], statuses: dict[str, dict[str, Any]]
-                  ) -> dict[str, Any]:
-    """``summary.json`` and ``summary.md`` (both scorers, per arm: final and best per-level accuracy, mean and spread
-    over seeds, first steps to 0.5 and 0.9), a learning-dynamics plot per cell and an overlay per level of the arms'
-    mean curves."""
-    from ..evaluation.compare import SCORERS, comparison_markdown, plot_level_overlay, summarize_arm
-    from ..evaluation.plots import plot_learning_dynamics
-    from ..evaluation.tracker import read_log
-
-    plots = output_dir / "plots"
-    arms: dict[str, list[list[dict[str, Any]]]] = {}
-    cell_entries = []
-    for cell in cells:
-        log = cell.output_dir / "learning_dynamics.jsonl"
-        records = read_log(log) if log.is_file() else []
-        status = statuses.get(cell.name, {"status": "not run"})
-        if records:
-            arms.setdefault(cell.arm, []).append(records)
-            plot_learning_dynamics(records, plots / f"{cell.output_dir.name}.png", title=cell.name)
-        cell_entries.append({"cell": cell.name, "arm": cell.arm, "seed": cell.seed, "dataset": cell.dataset,
-                             "output_dir": str(cell.output_dir), "command": shlex.join(cell.command),
-                             "last_step": records[-1]["step"] if records else None, **status})
-    summary: dict[str, Any] = {"study": study.name, "description": study.description, "steps": study.steps,
-                               "cells": cell_entries, "arms": {}}
-    lines = [f"# Study {study.name}", "", study.description.strip(), ""] if study.description else \
-        [f"# Study {study.name}", ""]
-    failed = [c for c in cell_entries if c.get("status") == "failed"]
-    lines += [f"{len(cells)} cells ({len({c.arm for c in cells})} model x conditioning arms x {len(study.seeds)} "
-              f"seeds x {len(study.datasets)} datasets), {study.steps} steps each; {len(failed)} failed.", ""]
-    if study.tokenizer is not None:
-        used = sorted({study.tokenizer_dataset(d) for d in study.dataset_names})
-        summary["tokenizer_datasets"] = used
-        lines += [f"Token models decode through a tokenizer trained on the training split of {', '.join(used)}.", ""]
-    for cell in failed:
-        lines.append(f"- failed: `{cell['cell']}`: {cell.get('error')}")
-    if failed:
-        lines.append("")
-    for scorer, key in SCORERS.items():
-        scored = {arm: runs for arm, runs in arms.items() if all(key in r[0] for r in runs)}
-        if not scored:
-            continue
-        for arm, runs in scored.items():
-            summary["arms"].setdefault(arm, {})[scorer] = {
-                str(level): {"final_mean": float(sum(s.final) / len(s.final)), "final": s.final, "best": s.best,
-                             "first_step_0.5": s.first_step[0.5], "first_step_0.9": s.first_step[0.9]}
-                for level, s in summarize_arm(runs, key=key).items()}
-        lines += [f"## {scorer}", "", comparison_markdown(scored, key=key), ""]
-        overlay = plots / f"overlay_{scorer.replace(' ', '_')}.png"
-        plot_level_overlay(scored, overlay, key=key, title=f"{study.name}: {scorer}")
-        lines += [f"![mean accuracy per level, {scorer}](plots/{overlay.name})", ""]
-    lines += ["## Cells", "", "| cell | status | wall-clock (s) | last step |", "|---|---|---|---|"]
-    lines += [f"| {c['cell']} | {c.get('status')} | {c.get('seconds', 0):.0f} | {c['last_step']} |"
-              for c in cell_entries]
-    atomic_write_text(output_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
-    atomic_write_text(output_dir / "summary.md", "\n".join(lines) + "\n")
-    return summary

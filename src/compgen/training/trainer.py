@@ -15,6 +15,7 @@ and takes its ``1/N`` share; evaluation, logging, checkpoints and the export hap
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -22,7 +23,6 @@ import json
 import logging
 import math
 import os
-import re
 import shutil
 import time
 import uuid
@@ -42,21 +42,20 @@ from ..concepts import ConceptGraph
 from ..data.loading import ConceptImageData
 from ..evaluation.tracker import LearningDynamicsTracker, read_log
 from ..images import uint8_to_signed
-from .checkpoint import CheckpointError, load_checkpoint, read_trainer_state, save_checkpoint
+from .checkpoint import (
+    CHECKPOINTS_DIR,
+    RUN_OPTIONS,
+    CheckpointError,
+    check_resumable,
+    list_checkpoints,
+    load_checkpoint,
+    read_trainer_state,
+    save_checkpoint,
+)
 from .ema import ExponentialMovingAverage, MomentumSchedule
+from .run_directory import LOG_NAME, SAMPLES_DIR, check_output_dir, claim_run_directory, resume_candidates
 
 logger = logging.getLogger(__name__)
-
-CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
-LOG_NAME = "learning_dynamics.jsonl"
-SAMPLES_DIR = "samples"
-CHECKPOINTS_DIR = "checkpoints"
-
-RUN_OPTIONS = ("output_dir", "resume_from_checkpoint", "overwrite_output_dir", "checkpointing_steps",
-               "checkpoints_total_limit", "eval_steps", "eval_images_per_class", "logging_steps", "report_to",
-               "push_to_hub", "hub_model_id", "hub_token", "hub_private", "max_train_steps")
-"""Options that do not change the training trajectory (where and how often things are written, how long to train):
-they may differ between a run and its resumption. Every other option must match."""
 
 
 class NonFiniteLossError(RuntimeError):
@@ -132,6 +131,33 @@ class TrainingConfig:
             raise ValueError("--resume_from_checkpoint continues the run in --output_dir; --overwrite_output_dir "
                              "discards it: give one of them")
 
+    @property
+    def trackers(self) -> list[str]:
+        """The trackers of ``--report_to`` (comma-separated; ``none`` or empty: none)."""
+        names = [name.strip() for name in (self.report_to or "").split(",")]
+        return [name for name in names if name and name != "none"]
+
+    def check_environment(self) -> None:
+        """Raise ``ValueError`` if this machine cannot do what the options ask, before any work rather than after
+        the training: a ``--report_to`` tracker that is unknown or not installed, ``--push_to_hub`` without Hub
+        access (see :func:`compgen.hub.check_hub_access`)."""
+        if self.trackers:
+            from accelerate.tracking import LOGGER_TYPE_TO_CLASS, get_available_trackers
+
+            installed = [tracker.value for tracker in get_available_trackers()]
+            for name in self.trackers:
+                if name != "all" and name not in LOGGER_TYPE_TO_CLASS:
+                    raise ValueError(f"--report_to {name}: unknown tracker; choose from all, none, "
+                                     f"{', '.join(sorted(LOGGER_TYPE_TO_CLASS))}")
+                if name not in installed and (name != "all" or not installed):
+                    what = "no tracker is installed" if name == "all" else f"{name} is not installed"
+                    raise ValueError(f"--report_to {name}: {what}, so nothing would be tracked (installed: "
+                                     f"{', '.join(installed) or 'none'})")
+        if self.push_to_hub:
+            from ..hub import check_hub_access
+
+            check_hub_access(self.hub_token)
+
     def fingerprint(self) -> str:
         """A hash of every option that changes the training trajectory (all but :data:`RUN_OPTIONS`)."""
         values = {k: v for k, v in asdict(self).items() if k not in RUN_OPTIONS}
@@ -172,6 +198,11 @@ class TrainingTask:
         """Modules outside ``model`` whose weights a checkpoint must hold for exact resume."""
         return {}
 
+    def schedules_over_length(self) -> list[str]:
+        """What this task schedules over ``max_train_steps`` (a momentum ramp, a fraction of the training): a
+        resumed run may not change its length then."""
+        return []
+
     def model_card_details(self) -> dict[str, Any]:
         """Name, tags and a description for the model card."""
         return {}
@@ -190,10 +221,17 @@ class TrainingTask:
         return self
 
 
+def check_batch_fits(num_examples: int, batch_size: int, num_processes: int = 1) -> None:
+    """Raise ``ValueError`` unless the training split holds one global batch (``batch_size`` x ``num_processes``)."""
+    if num_examples < batch_size * num_processes:
+        per = f" ({num_processes} processes x {batch_size})" if num_processes > 1 else ""
+        raise ValueError(f"--train_batch_size {batch_size}: the training split has {num_examples} examples, fewer "
+                         f"than one batch of {batch_size * num_processes}{per}; lower --train_batch_size")
+
+
 def batch_indices(num_examples: int, batch_size: int, step: int, seed: int) -> torch.Tensor:
     """Indices of the batch at ``step``: a fresh seeded permutation per epoch, incomplete last batch dropped."""
-    if num_examples < batch_size:
-        raise ValueError(f"the training split has {num_examples} examples, fewer than one batch of {batch_size}")
+    check_batch_fits(num_examples, batch_size)
     steps_per_epoch = num_examples // batch_size
     epoch, position = divmod(step, steps_per_epoch)
     generator = torch.Generator().manual_seed(mix_seed(seed, epoch))
@@ -216,18 +254,6 @@ def make_batch(data: ConceptImageData, indices: torch.Tensor) -> dict[str, torch
     if data.concept_values is not None:
         batch["concept_values"] = data.concept_values[indices]
     return batch
-
-
-def list_checkpoints(checkpoint_dir: Path) -> list[tuple[int, Path]]:
-    """Complete checkpoints (written atomically, so every ``checkpoint-N`` directory is whole), by step."""
-    if not checkpoint_dir.is_dir():
-        return []
-    found = []
-    for path in checkpoint_dir.iterdir():
-        match = CHECKPOINT_PATTERN.match(path.name)
-        if match and path.is_dir():
-            found.append((int(match.group(1)), path))
-    return sorted(found)
 
 
 @dataclass
@@ -280,7 +306,7 @@ class Trainer:
             mixed_precision=resolve_mixed_precision(config.mixed_precision),
             dynamo_backend="inductor" if config.torch_compile else "no",
             gradient_accumulation_steps=config.gradient_accumulation_steps,
-            log_with=config.report_to if config.report_to not in (None, "none") else None,
+            log_with=config.trackers or None,
             project_config=ProjectConfiguration(project_dir=str(self.output_dir)),
         )
 
@@ -288,7 +314,11 @@ class Trainer:
         """Optimizer, LR schedule, device placement (model, task, data), EMA, and the resumed state if asked."""
         config = self.config
         if accelerator.is_main_process:
-            self._claim_output_dir()
+            previous = check_output_dir(self.output_dir, config.resume_from_checkpoint, config.overwrite_output_dir)
+            if previous:
+                logger.warning("--overwrite_output_dir: removing the previous run's files in %s", self.output_dir)
+            for path in previous:
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
         accelerator.wait_for_everyone()
         # The model goes to its device (and into DDP) before the optimizer sees its parameters.
         model = accelerator.prepare(self.task.model)
@@ -317,33 +347,14 @@ class Trainer:
                                            MomentumSchedule(config.ema_decay, kind="warmup"))
         state = TrainState(model, optimizer, lr_scheduler, ema)
         state.first_nonfinite_step = torch.full((), math.inf, device=accelerator.device)
-        resume_path = self._resolve_resume()
-        if resume_path is not None:
-            self._load_checkpoint(accelerator, state, resume_path)
-            logger.info("resumed from %s at step %d", resume_path, state.step)
+        candidates = resume_candidates(self.output_dir, config.resume_from_checkpoint)
+        if candidates:
+            self._load_checkpoint(accelerator, state, candidates)
+        elif config.resume_from_checkpoint:
+            logger.info("no checkpoint in %s: starting from scratch", self.checkpoint_dir)
         if accelerator.is_main_process:
             self._truncate_log(state.step)
         return state
-
-    def _claim_output_dir(self) -> None:
-        """Refuse to start a fresh run where another run left its files, unless asked to overwrite them."""
-        config = self.config
-        self.output_dir.mkdir(parents=True, exist_ok=True)
-        if config.resume_from_checkpoint:
-            return
-        previous = [p for p in (self.checkpoint_dir, self.log_path, self.output_dir / SAMPLES_DIR,
-                                self.output_dir / "model_index.json", self.output_dir / "README.md") if p.exists()]
-        if not previous:
-            return
-        if not config.overwrite_output_dir:
-            raise FileExistsError(
-                f"--output_dir {self.output_dir} holds another run ({', '.join(p.name for p in previous)}); continue "
-                "it with --resume_from_checkpoint latest, start over with --overwrite_output_dir, or choose another "
-                "--output_dir"
-            )
-        logger.warning("--overwrite_output_dir: removing the previous run's files in %s", self.output_dir)
-        for path in previous:
-            shutil.rmtree(path) if path.is_dir() else path.unlink()
 
     # --- checkpoints -----------------------------------------------------------------------------------------
 
@@ -377,35 +388,14 @@ class Trainer:
                     shutil.rmtree(old, ignore_errors=True)
         accelerator.wait_for_everyone()
 
-    def _resolve_resume(self) -> Path | None:
-        """The checkpoint ``--resume_from_checkpoint`` names: ``latest`` is the newest one written with this run's
-        training options (others are skipped with a warning), or an explicit name or path."""
-        value = self.config.resume_from_checkpoint
-        if not value:
-            return None
-        if value == "latest":
-            checkpoints = list_checkpoints(self.checkpoint_dir)
-            if not checkpoints:
-                logger.info("no checkpoint in %s: starting from scratch", self.checkpoint_dir)
-                return None
-            return checkpoints[-1][1]
-        path = Path(value)
-        if not path.is_dir():
-            path = self.checkpoint_dir / value
-        if not path.is_dir():
-            raise ValueError(f"--resume_from_checkpoint {value!r}: no complete checkpoint at {path}")
-        return path
-
-    def _load_checkpoint(self, accelerator: Accelerator, state: TrainState, path: Path) -> None:
-        """Restore ``path``; if it is unreadable and ``latest`` was asked for, fall back to the previous intact one."""
-        candidates = [path]
-        if self.config.resume_from_checkpoint == "latest":
-            candidates = [p for _, p in reversed(list_checkpoints(self.checkpoint_dir))]
+    def _load_checkpoint(self, accelerator: Accelerator, state: TrainState, candidates: list[Path]) -> None:
+        """Restore the first usable checkpoint of ``candidates`` (with ``latest``: every one, newest first)."""
         errors = []
         for candidate in candidates:
             try:
                 trainer_state = read_trainer_state(candidate)
-                self._check_resumable(trainer_state, candidate, accelerator)
+                check_resumable(trainer_state, candidate, self.config, accelerator.num_processes,
+                                self.task.schedules_over_length())
                 trainer_state = load_checkpoint(candidate, accelerator.unwrap_model(state.model), state.optimizer,
                                                 state.lr_scheduler, self._checkpoint_modules(state))
             except CheckpointError as error:
@@ -416,29 +406,12 @@ class Trainer:
                 logger.warning("resuming from the previous intact checkpoint %s", candidate)
             state.step, state.images_seen = int(trainer_state["step"]), int(trainer_state["images_seen"])
             state.run_id = trainer_state.get("run_id", state.run_id)
+            logger.info("resumed from %s at step %d", candidate, state.step)
             return
         raise CheckpointError(
             "no usable checkpoint to resume from:\n  " + "\n  ".join(errors)
             + "\nremove the broken checkpoint directories, or start over with --overwrite_output_dir"
         )
-
-    def _check_resumable(self, trainer_state: dict[str, Any], path: Path, accelerator: Accelerator) -> None:
-        fingerprint = trainer_state.get("fingerprint")
-        if fingerprint is not None and fingerprint != self.config.fingerprint():
-            saved = trainer_state.get("config", {})
-            ours = _jsonable(asdict(self.config))
-            # An option added to compgen after the checkpoint was written matches when this run keeps its default.
-            defaults = _jsonable(asdict(type(self.config)()))
-            differences = sorted(k for k in set(saved) | set(ours)
-                                 if k not in RUN_OPTIONS and saved.get(k, defaults.get(k)) != ours.get(k))
-            if differences or not saved:
-                raise CheckpointError(f"checkpoint {path} was written by a run with other training options "
-                                      f"({', '.join(differences) or 'unknown'}); resuming it would mix two runs")
-        processes = trainer_state.get("num_processes", accelerator.num_processes)
-        if processes != accelerator.num_processes:
-            raise CheckpointError(f"checkpoint {path} was written with {processes} processes, this run has "
-                                  f"{accelerator.num_processes}: the data order would differ; resume with the same "
-                                  "number of processes")
 
     # --- evaluation log -------------------------------------------------------------------------------------
 
@@ -519,11 +492,19 @@ class Trainer:
                                 sampling=self.task.eval_sampling())
 
     def train(self) -> list[dict[str, Any]]:
-        """Train to ``max_train_steps`` (resuming if asked), export, write the model card; returns the eval log."""
-        config = self.config
+        """Train to ``max_train_steps`` (resuming if asked), export, write the model card; returns the eval log.
+
+        The main process claims ``output_dir`` (:mod:`~compgen.training.run_directory`) until it is done."""
+        self.config.check_environment()
         accelerator = self.make_accelerator()
+        check_batch_fits(len(self.train_data), self.config.train_batch_size, accelerator.num_processes)
+        with claim_run_directory(self.output_dir) if accelerator.is_main_process else contextlib.nullcontext():
+            return self._train(accelerator)
+
+    def _train(self, accelerator: Accelerator) -> list[dict[str, Any]]:
+        config = self.config
         state = self.prepare(accelerator)
-        if accelerator.is_main_process and config.report_to not in (None, "none"):
+        if accelerator.is_main_process and config.trackers:
             accelerator.init_trackers("compgen", config=_flat_config(config))
         # Every process takes the same branches (evaluations and checkpoints end with a barrier); only the main
         # process evaluates and writes.

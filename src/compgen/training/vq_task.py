@@ -93,6 +93,9 @@ class VQTask(TrainingTask):
         if self.options is not None:
             (Path(output_dir) / "tokenizer_options.json").write_text(json.dumps(self.options, indent=2) + "\n")
 
+    def schedules_over_length(self) -> list[str]:
+        return ["the dead-code restarts (until a fraction of the training)"] if self.restart_every else []
+
     def model_card_details(self) -> dict[str, Any]:
         config = self.model.config
         return {

@@ -1,0 +1,73 @@
+"""A study's summary: both scorers per arm (final and best per-level accuracy, mean and spread over seeds, first steps
+to 0.5 and 0.9), a learning-dynamics plot per cell and an overlay per level of the arms' mean curves."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..atomic_io import atomic_write_text
+
+if TYPE_CHECKING:
+    from .study import Cell, Study
+
+
+def write_summary(study: Study, output_dir: Path, cells: Sequence[Cell], statuses: dict[str, dict[str, Any]]
+                  ) -> dict[str, Any]:
+    """``summary.json`` and ``summary.md`` (both scorers, per arm: final and best per-level accuracy, mean and spread
+    over seeds, first steps to 0.5 and 0.9), a learning-dynamics plot per cell and an overlay per level of the arms'
+    mean curves."""
+    from ..evaluation.compare import SCORERS, comparison_markdown, plot_level_overlay, summarize_arm
+    from ..evaluation.plots import plot_learning_dynamics
+    from ..evaluation.tracker import read_log
+
+    plots = output_dir / "plots"
+    arms: dict[str, list[list[dict[str, Any]]]] = {}
+    cell_entries = []
+    for cell in cells:
+        log = cell.output_dir / "learning_dynamics.jsonl"
+        records = read_log(log) if log.is_file() else []
+        status = statuses.get(cell.name, {"status": "not run"})
+        if records:
+            arms.setdefault(cell.arm, []).append(records)
+            plot_learning_dynamics(records, plots / f"{cell.output_dir.name}.png", title=cell.name)
+        cell_entries.append({"cell": cell.name, "arm": cell.arm, "seed": cell.seed, "dataset": cell.dataset,
+                             "output_dir": str(cell.output_dir), "command": shlex.join(cell.command),
+                             "last_step": records[-1]["step"] if records else None, **status})
+    summary: dict[str, Any] = {"study": study.name, "description": study.description, "steps": study.steps,
+                               "cells": cell_entries, "arms": {}}
+    lines = [f"# Study {study.name}", "", study.description.strip(), ""] if study.description else \
+        [f"# Study {study.name}", ""]
+    failed = [c for c in cell_entries if c.get("status") == "failed"]
+    lines += [f"{len(cells)} cells ({len({c.arm for c in cells})} model x conditioning arms x {len(study.seeds)} "
+              f"seeds x {len(study.datasets)} datasets), {study.steps} steps each; {len(failed)} failed.", ""]
+    if study.tokenizer is not None:
+        used = sorted({study.tokenizer_dataset(d) for d in study.dataset_names})
+        summary["tokenizer_datasets"] = used
+        lines += [f"Token models decode through a tokenizer trained on the training split of {', '.join(used)}.", ""]
+    for cell in failed:
+        lines.append(f"- failed: `{cell['cell']}`: {cell.get('error')}")
+    if failed:
+        lines.append("")
+    for scorer, key in SCORERS.items():
+        scored = {arm: runs for arm, runs in arms.items() if all(key in r[0] for r in runs)}
+        if not scored:
+            continue
+        for arm, runs in scored.items():
+            summary["arms"].setdefault(arm, {})[scorer] = {
+                str(level): {"final_mean": float(sum(s.final) / len(s.final)), "final": s.final, "best": s.best,
+                             "first_step_0.5": s.first_step[0.5], "first_step_0.9": s.first_step[0.9]}
+                for level, s in summarize_arm(runs, key=key).items()}
+        lines += [f"## {scorer}", "", comparison_markdown(scored, key=key), ""]
+        overlay = plots / f"overlay_{scorer.replace(' ', '_')}.png"
+        plot_level_overlay(scored, overlay, key=key, title=f"{study.name}: {scorer}")
+        lines += [f"![mean accuracy per level, {scorer}](plots/{overlay.name})", ""]
+    lines += ["## Cells", "", "| cell | status | wall-clock (s) | last step |", "|---|---|---|---|"]
+    lines += [f"| {c['cell']} | {c.get('status')} | {c.get('seconds', 0):.0f} | {c['last_step']} |"
+              for c in cell_entries]
+    atomic_write_text(output_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
+    atomic_write_text(output_dir / "summary.md", "\n".join(lines) + "\n")
+    return summary
