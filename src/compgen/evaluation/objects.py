@@ -165,6 +165,10 @@ def check_objects(
     return ObjectCheck(reasons == "ok", reasons, labels, object_mask, background, distance)
 
 
+DARK_BACKGROUND = 0.5
+"""Mean background intensity below which :func:`image_layers` counts an object's inside as fully covered."""
+
+
 @dataclass
 class ImageLayers:
     """An image as ``background + coverage * (foreground - background)``, the renderer's compositing model."""
@@ -187,8 +191,9 @@ def image_layers(images: ImageInput, check: ObjectCheck | None = None) -> ImageL
 
     The object colour is the mean of the object component's core pixels (colour distance >= 80% of its largest);
     coverage is each pixel's projection onto the background-to-object colour segment, kept only on the object
-    component and its one-pixel rim (anti-aliased edge pixels fall below the foreground threshold), and 1 inside the
-    object (pixels whose 3x3 neighbourhood is all object).
+    component and its one-pixel rim (anti-aliased edge pixels fall below the foreground threshold); on a dark
+    background, 1 inside the object (pixels whose 3x3 neighbourhood is all object), where shade and coverage look
+    alike.
     """
     x = to_float_images(images)
     check = check or check_objects(x)
@@ -205,8 +210,11 @@ def image_layers(images: ImageInput, check: ObjectCheck | None = None) -> ImageL
     projection = ((x - background[:, :, None, None]) * span[:, :, None, None]).sum(dim=1) / squared[:, None, None]
     near_object = max_filter3(check.object_mask.float()) > 0
     coverage = torch.where(near_object, projection.clamp(0.0, 1.0), torch.zeros_like(projection))
-    # Pixels whose whole 3x3 neighbourhood is object are fully covered, however they are shaded (a shaded solid's
-    # dark side projects short of its lit colour, most on a dark background).
-    interior = -max_filter3(-check.object_mask.float()) > 0
+    # On a dark background a shaded solid's dark side lies between its lit colour and the background, where partial
+    # coverage lies too: the colour cannot tell them apart, so pixels whose 3x3 neighbourhood is all object count as
+    # fully covered. (On a light background shade moves pixels away from the background and the projection stands,
+    # also where blur leaves a wide, partly covered rim.)
+    dark = background.mean(dim=1) < DARK_BACKGROUND
+    interior = (-max_filter3(-check.object_mask.float()) > 0) & dark[:, None, None]
     coverage = torch.where(interior, torch.ones_like(coverage), coverage)
     return ImageLayers(background, foreground, coverage)

@@ -250,7 +250,7 @@ def render_probe_data(
     )
 
 
-DEFAULT_PROBES_VERSION = 3
+DEFAULT_PROBES_VERSION = 4
 """Bumped whenever the recipe of :func:`train_shapes_probes` changes, so cached default probes are retrained."""
 
 
@@ -259,7 +259,7 @@ def train_shapes_probes(
     probe_type: str = "cnn",
     image_size: int = 28,
     seed: int = 0,
-    images_per_class: int = 400,
+    images_per_class: int = 600,
     epochs: int | None = None,
     lr: float | None = None,
     batch_size: int = 128,
@@ -288,7 +288,7 @@ def train_shapes_probes(
         data = render_probe_data(space, images_per_class, image_size=image_size, seed=seed + 10_000,
                                  color_jitter=PAPER_COLOR_JITTER, size_jitter=PAPER_SIZE_JITTER,
                                  styles=tuple(REFERENCE_STYLES))
-        accuracy = fit_probes(probes, data.images, data.concepts, val_fraction=val_fraction, epochs=epochs or 20,
+        accuracy = fit_probes(probes, data.images, data.concepts, val_fraction=val_fraction, epochs=epochs or 40,
                                 lr=lr or 3e-3, batch_size=batch_size, seed=seed, augmentation=ProbeAugmentation(),
                                 progress=progress)
     else:
