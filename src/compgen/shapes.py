@@ -38,9 +38,10 @@ PAPER_COLOR_JITTER = 0.35
 (Paper A samples colours uniformly along the colour axis, Section 4)."""
 PAPER_SIZE_JITTER = 0.45
 """Scale jitter of the dataset configs: as wide as the renderer allows with large and small apart."""
-PAPER_POSITION_RANGE = 0.25
-"""Position range of the dataset configs: objects near the frame's centre, as a single object before Paper A's fixed
-camera (its renders, Fig. 11); ``docs/tuple_unet_h32.md`` measures what the position range does to composition."""
+PAPER_POSITION_RANGE = 0.0
+"""Position range of the dataset configs: every object at the frame's centre, as one object before Paper A's fixed
+camera (Appendix A.1; position is no concept of its 3-variable data, and its code conditions on shape, colour and
+size alone). ``docs/tuple_unet_h32.md`` measures what freedom of position does to composition."""
 
 
 RENDER_STYLES = ("flat", "shaded")

@@ -11,6 +11,7 @@ grey backgrounds, noise and soft edges do not change its verdict (``docs/evaluat
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import logging
 import os
@@ -250,8 +251,12 @@ def render_probe_data(
     )
 
 
-DEFAULT_PROBES_VERSION = 4
-"""Bumped whenever the recipe of :func:`train_shapes_probes` changes, so cached default probes are retrained."""
+PROBE_RECIPES: dict[str, dict[str, float]] = {"cnn": {"epochs": 40, "lr": 3e-3}, "linear": {"epochs": 30, "lr": 1e-2}}
+"""Training epochs and learning rate of :func:`train_shapes_probes` per probe type (when not given)."""
+
+DEFAULT_PROBES_VERSION = 5
+"""Bumped whenever the recipe of :func:`train_shapes_probes` changes in a way its default arguments do not show (they
+are part of the cache key too), so cached default probes are retrained."""
 
 
 def train_shapes_probes(
@@ -288,14 +293,16 @@ def train_shapes_probes(
         data = render_probe_data(space, images_per_class, image_size=image_size, seed=seed + 10_000,
                                  color_jitter=PAPER_COLOR_JITTER, size_jitter=PAPER_SIZE_JITTER,
                                  styles=tuple(REFERENCE_STYLES))
-        accuracy = fit_probes(probes, data.images, data.concepts, val_fraction=val_fraction, epochs=epochs or 40,
-                                lr=lr or 3e-3, batch_size=batch_size, seed=seed, augmentation=ProbeAugmentation(),
-                                progress=progress)
+        accuracy = fit_probes(probes, data.images, data.concepts, val_fraction=val_fraction,
+                              epochs=epochs or int(PROBE_RECIPES["cnn"]["epochs"]), lr=lr or PROBE_RECIPES["cnn"]["lr"],
+                              batch_size=batch_size, seed=seed, augmentation=ProbeAugmentation(), progress=progress)
     else:
         probes = ConceptProbes(space.to_dict(), image_size=image_size, probe_type="linear")
         data = render_probe_data(space, images_per_class, image_size=image_size, seed=seed + 10_000)
-        accuracy = fit_probes(probes, data.images, data.concepts, val_fraction=val_fraction, epochs=epochs or 30,
-                                lr=lr or 1e-2, batch_size=batch_size, seed=seed, progress=progress)
+        accuracy = fit_probes(probes, data.images, data.concepts, val_fraction=val_fraction,
+                              epochs=epochs or int(PROBE_RECIPES["linear"]["epochs"]),
+                              lr=lr or PROBE_RECIPES["linear"]["lr"], batch_size=batch_size, seed=seed,
+                              progress=progress)
     return probes.eval(), accuracy
 
 
@@ -321,7 +328,10 @@ def default_shapes_probes(
     """
     if probe_type not in PROBE_TYPES:
         raise ValueError(f"probe_type must be one of {PROBE_TYPES}, got {probe_type!r}")
-    key = json.dumps([space.to_pairs(), image_size, seed, probe_type, DEFAULT_PROBES_VERSION])
+    defaults = {name: parameter.default for name, parameter in inspect.signature(train_shapes_probes).parameters.items()
+                if parameter.default is not inspect.Parameter.empty and name != "progress"}
+    key = json.dumps([space.to_pairs(), image_size, seed, probe_type, DEFAULT_PROBES_VERSION, defaults,
+                      PROBE_RECIPES[probe_type]])
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     path = Path(cache_dir or default_probes_cache()) / f"shapes-{probe_type}-{image_size}px-seed{seed}-{digest}"
     if (path / "config.json").is_file():
