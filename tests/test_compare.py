@@ -19,10 +19,21 @@ def test_summary_final_best_and_first_steps():
     assert level2.best == [0.95, 0.4]
     assert level2.first_step[0.5] == [200, None]
     assert level2.first_step[0.9] == [300, None]
-    assert level2.final_text() == "0.500 +- 0.200"
-    assert level2.first_step_text(0.5) == "200 (1/2 seeds)"
-    assert summary[0].first_step_text(0.9) == "100"
+    assert level2.final_text() == "0.500 +- 0.283"  # sample standard deviation over the two seeds
+    assert level2.first_step_text(0.5) == "200 / never"  # each seed's evaluation step, never an average of them
+    assert summary[0].first_step_text(0.9) == "100 / 100"
     assert summarize_arm([make_run([0.0] * 4)])[2].first_step_text(0.5) == "never"
+    assert summarize_arm([make_run([0.2] * 4)])[2].final_text() == "0.200"  # one seed: its value
+
+
+def test_a_level_that_rose_then_collapsed_is_flagged_per_seed():
+    """The H100 curve of 111 on compgen's earlier data: drawn for a while, then blank (peak and final apart)."""
+    runs = [make_run([0.0, 0.66, 0.3, 0.0]), make_run([0.0, 0.6, 0.9, 0.95]), make_run([0.0, 0.1, 0.4, 0.0])]
+    summary = summarize_arm(runs)[2]
+    assert summary.collapsed == [True, False, False]  # the third never reached the 0.5 peak of a collapse
+    assert summary.collapse_text() == "1/3"
+    row = next(line for line in comparison_markdown({"arm": runs}).splitlines() if line.startswith("| 2 |"))
+    assert row.endswith("| 1/3 |")
 
 
 def test_markdown_has_one_row_per_level_and_arm():
@@ -30,7 +41,7 @@ def test_markdown_has_one_row_per_level_and_arm():
     text = comparison_markdown(arms, title="t")
     rows = [line for line in text.splitlines() if line.startswith("| 2 |")]
     assert [row.split(" | ")[1] for row in rows] == ["maskgit", "maskgit+jepa"]
-    assert "0.800 +- 0.000" in rows[1] and "| 200 | 300 |" in rows[1]
+    assert "| 0.800 |" in rows[1] and "| 200 | 300 |" in rows[1]
 
 
 def test_mean_curves_use_common_steps():
@@ -38,7 +49,7 @@ def test_mean_curves_use_common_steps():
     steps, mean, std = mean_curves(runs, 2)
     np.testing.assert_array_equal(steps, [100, 200, 300])
     np.testing.assert_allclose(mean, [0.1, 0.3, 0.5])
-    np.testing.assert_allclose(std, [0.1, 0.1, 0.1])
+    np.testing.assert_allclose(std, [0.1 * np.sqrt(2)] * 3)  # sample standard deviation of two runs
 
 
 def test_report_files(tmp_path):

@@ -60,7 +60,7 @@ def test_a_failing_cell_is_reported_and_the_others_run(tmp_path):
     reset_accelerate_state()
     summary = run_study(study, tmp_path, progress=False)
     status = {c["arm"]: c["status"] for c in summary["cells"]}
-    assert status == {"unet (full)": "ok", "unet-bad-lr (full)": "failed"}
+    assert status == {"unet (full) on tiny": "ok", "unet-bad-lr (full) on tiny": "failed"}
     assert "failed: `unet-bad-lr/full/tiny/seed0`" in (tmp_path / "summary.md").read_text()
 
 
@@ -112,9 +112,11 @@ def test_a_model_may_name_its_own_conditioning_modes(tmp_path):
                    "unet-grid": {"script": "examples/train_tuple_unet.py", "conditioning": list(CONDITIONING_MODES)}},
     })
     cells = study.cells(tmp_path)
-    assert sorted({c.arm for c in cells}) == sorted(["unet (full)"] + [f"unet-grid ({m})" for m in CONDITIONING_MODES])
+    on = " on okawa-h32-train1"
+    assert sorted({c.arm for c in cells}) == sorted(
+        [f"unet (full){on}"] + [f"unet-grid ({m}){on}" for m in CONDITIONING_MODES])
     assert len(cells) == 2 * (1 + 4)
-    dropped = next(c for c in cells if c.arm == "unet-grid (quantized+dropout)").command
+    dropped = next(c for c in cells if c.arm == f"unet-grid (quantized+dropout){on}").command
     assert dropped[dropped.index("--conditioning") + 1] == "quantized"
     assert float(dropped[dropped.index("--concept_dropout") + 1]) == study.dropout
     with pytest.raises(ValueError, match="unknown conditioning modes"):

@@ -5,6 +5,7 @@ import pytest
 
 from compgen import get_split_preset
 from compgen.evaluation.probes import default_shapes_probes
+from compgen.evaluation.scoring import PIXEL_SCORER_VERSION, probes_fingerprint
 from compgen.evaluation.tracker import (
     LearningDynamicsTracker,
     flat_scalars,
@@ -51,6 +52,10 @@ def test_perfect_generator_scores_one_everywhere(probes, tmp_path):
     values, step = accelerator.logged[0]
     assert step == 10 and values["eval/accuracy/111"] == 1.0 and values["eval/concept_accuracy/111/color"] == 1.0
     assert values == flat_scalars(record)
+    # Every record says what judged it and which code produced it.
+    assert record["scorer_version"] == {"probes": probes_fingerprint(probes), "pixel_statistics": PIXEL_SCORER_VERSION}
+    assert len(record["scorer_version"]["probes"]) == 12
+    assert record["commit"] is None or len(record["commit"].split("+")[0]) == 40
 
 
 def test_memorizing_generator_fails_off_the_training_set(probes, tmp_path):

@@ -21,6 +21,13 @@ Records = Sequence[dict[str, Any]]
 DEFAULT_THRESHOLDS = (0.5, 0.9)
 
 
+COLLAPSE_PEAK = 0.5
+"""A level *rises then collapses* in a run when its accuracy peaked at this or more ..."""
+COLLAPSE_DROP = 0.3
+"""... and its final accuracy lies this far or more below the peak (Paper A's held-out classes, drawn for a while,
+then blank on compgen's earlier data: ``results/``)."""
+
+
 @dataclass
 class LevelSummary:
     """One arm's statistics at one level over its seeds."""
@@ -32,8 +39,11 @@ class LevelSummary:
 
     @staticmethod
     def _mean_std(values: Sequence[float]) -> str:
+        """Mean and *sample* standard deviation (n - 1) over seeds; a single seed is its value."""
         array = np.asarray(values, dtype=np.float64)
-        return f"{array.mean():.3f} +- {array.std():.3f}"
+        if len(array) == 1:
+            return f"{array[0]:.3f}"
+        return f"{array.mean():.3f} +- {array.std(ddof=1):.3f}"
 
     def final_text(self) -> str:
         return self._mean_std(self.final)
@@ -42,12 +52,22 @@ class LevelSummary:
         return self._mean_std(self.best)
 
     def first_step_text(self, threshold: float) -> str:
+        """Each seed's first evaluation step at ``threshold`` ("never" where it is not reached), in seed order:
+        the steps are evaluation steps, never averaged into one that was not evaluated."""
         steps = self.first_step[threshold]
-        reached = [step for step in steps if step is not None]
-        if not reached:
+        if not any(step is not None for step in steps):
             return "never"
-        text = f"{np.mean(reached):.0f}"
-        return text if len(reached) == len(steps) else f"{text} ({len(reached)}/{len(steps)} seeds)"
+        return " / ".join("never" if step is None else str(step) for step in steps)
+
+    @property
+    def collapsed(self) -> list[bool]:
+        """Per seed: the level peaked at :data:`COLLAPSE_PEAK` or more, then ended :data:`COLLAPSE_DROP` below it."""
+        return [best >= COLLAPSE_PEAK and final <= best - COLLAPSE_DROP
+                for best, final in zip(self.best, self.final, strict=True)]
+
+    def collapse_text(self) -> str:
+        collapsed = self.collapsed
+        return f"{sum(collapsed)}/{len(collapsed)}"
 
 
 SCORERS = {"probes": "level_accuracy", "pixel statistics": "pixel_level_accuracy"}
@@ -100,10 +120,12 @@ def comparison_markdown(
     """A markdown table: one row per (level, arm) with final / best accuracy and first steps to each threshold."""
     summaries = {name: summarize_arm(runs, thresholds, key) for name, runs in arms.items()}
     header = ["level", "arm", "seeds", "final accuracy", "best accuracy"] + [f"first step >= {t}" for t in thresholds]
+    header.append("rose then collapsed")
     lines = [f"# {title}", ""] if title else []
     lines += [
-        "Multiplicative accuracy per level (mean +- std over seeds; first steps averaged over the seeds that reach "
-        "the threshold).",
+        "Multiplicative accuracy per level (mean +- sample standard deviation over seeds; one seed: its value). First "
+        f"steps are each seed's first evaluation at the threshold. Rose then collapsed: seeds whose level peaked at "
+        f">= {COLLAPSE_PEAK} and ended >= {COLLAPSE_DROP} below the peak.",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
@@ -116,19 +138,21 @@ def comparison_markdown(
             entry = summary[level]
             row = [str(level), name, str(len(entry.final)), entry.final_text(), entry.best_text()]
             row += [entry.first_step_text(t) for t in thresholds]
+            row.append(entry.collapse_text())
             lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 
 
 def mean_curves(runs: Sequence[Records], level: int, key: str = "level_accuracy"
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(steps, mean, std) of one level over runs, on the steps all runs evaluated."""
+    """(steps, mean, sample std) of one level over runs, on the steps all runs evaluated (std 0 for one run)."""
     curves = [dict(zip(*level_curve(records, level, key), strict=True)) for records in runs]
     common = sorted(set.intersection(*(set(curve) for curve in curves)))
     if not common:
         raise ValueError("the runs share no evaluation step")
     values = np.asarray([[curve[step] for step in common] for curve in curves], dtype=np.float64)
-    return np.asarray(common), values.mean(axis=0), values.std(axis=0)
+    spread = values.std(axis=0, ddof=1) if len(curves) > 1 else np.zeros(len(common))
+    return np.asarray(common), values.mean(axis=0), spread
 
 
 def plot_comparison(

@@ -4,6 +4,8 @@ tokenizer report scores reconstructions with it, so both judge an image by the s
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,6 +45,19 @@ class ImageScores:
         return self.objects.valid if self.objects is not None else np.ones(len(self.predictions), dtype=bool)
 
 
+PIXEL_SCORER_VERSION = 2
+"""Bumped whenever the pixel-statistics scorer or its calibration changes (2: calibrated on every render style)."""
+
+
+def probes_fingerprint(probes: ConceptProbes) -> str:
+    """The first 12 hex digits of a SHA-256 over the probes' config and weights: which probes judged a record."""
+    digest = hashlib.sha256(json.dumps(probes.config, sort_keys=True, default=str).encode())
+    for name, tensor in sorted(probes.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()[:12]
+
+
 class ImageScorer:
     """The probes, the one-object check and the pixel scorer together.
 
@@ -71,6 +86,9 @@ class ImageScorer:
             pixel_scorer = PixelStatisticsScorer.calibrate(probes.space, image_size=probes.config.image_size)
         self._pixel_scorer = pixel_scorer
         self.batch_size = batch_size
+        self.version = {"probes": probes_fingerprint(probes),
+                        "pixel_statistics": PIXEL_SCORER_VERSION if pixel_scorer else None}
+        """What judged the images: the probes' fingerprint and the pixel scorer's version (in every record)."""
 
     def pixel_scorer(self, image_size: int) -> PixelStatisticsScorer | None:
         """The second scorer for ``image_size`` images, or ``None`` when disabled."""

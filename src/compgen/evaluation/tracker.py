@@ -95,6 +95,7 @@ class LearningDynamicsTracker:
         self.levels = graph.levels
         self.chance = chance_accuracy(graph.space.cardinalities)
         self.records: list[dict[str, Any]] = []
+        self.commit = source_commit()
         self._start = time.perf_counter()
 
     def evaluate(
@@ -176,6 +177,8 @@ class LearningDynamicsTracker:
                 )
         if sampling:
             record["sampling"] = dict(sampling)
+        record["scorer_version"] = self.scorer.version
+        record["commit"] = self.commit
         self.records.append(record)
         is_main = accelerator is None or getattr(accelerator, "is_main_process", True)
         if is_main and self.log_path is not None:
@@ -196,6 +199,22 @@ class LearningDynamicsTracker:
         buffer = io.BytesIO()
         np.savez_compressed(buffer, images=images[keep], classes=np.repeat(self.class_names, k), step=step)
         atomic_write_bytes(self.sample_dir / f"samples_step{int(step):08d}.npz", buffer.getvalue())
+
+
+def source_commit() -> str | None:
+    """The git commit of the compgen source being run (``+dirty`` with uncommitted changes), or ``None`` outside a
+    git checkout: every evaluation record says which code produced it."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[3]
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10,
+                                check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "src"], cwd=root,
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return commit + ("+dirty" if dirty else "") if commit else None
 
 
 DISAGREEMENT_THRESHOLD = 0.1

@@ -107,7 +107,8 @@ class Cell:
 
     @property
     def arm(self) -> str:
-        return f"{self.model} ({self.conditioning})"
+        """What the cell's seeds average over: the model, its conditioning mode and the dataset."""
+        return f"{self.model} ({self.conditioning}) on {self.dataset}"
 
 
 @dataclass(frozen=True)

@@ -42,8 +42,8 @@ def write_summary(study: Study, output_dir: Path, cells: Sequence[Cell], statuse
     lines = [f"# Study {study.name}", "", study.description.strip(), ""] if study.description else \
         [f"# Study {study.name}", ""]
     failed = [c for c in cell_entries if c.get("status") == "failed"]
-    lines += [f"{len(cells)} cells ({len({c.arm for c in cells})} model x conditioning arms x {len(study.seeds)} "
-              f"seeds x {len(study.datasets)} datasets), {study.steps} steps each; {len(failed)} failed.", ""]
+    lines += [f"{len(cells)} cells ({len({c.arm for c in cells})} model x conditioning x dataset arms x "
+              f"{len(study.seeds)} seeds), {study.steps} steps each; {len(failed)} failed.", ""]
     if study.tokenizer is not None:
         used = sorted({study.tokenizer_dataset(d) for d in study.dataset_names})
         summary["tokenizer_datasets"] = used
@@ -59,7 +59,8 @@ def write_summary(study: Study, output_dir: Path, cells: Sequence[Cell], statuse
         for arm, runs in scored.items():
             summary["arms"].setdefault(arm, {})[scorer] = {
                 str(level): {"final_mean": float(sum(s.final) / len(s.final)), "final": s.final, "best": s.best,
-                             "first_step_0.5": s.first_step[0.5], "first_step_0.9": s.first_step[0.9]}
+                             "first_step_0.5": s.first_step[0.5], "first_step_0.9": s.first_step[0.9],
+                             "rose_then_collapsed": s.collapsed}
                 for level, s in summarize_arm(runs, key=key).items()}
         lines += [f"## {scorer}", "", comparison_markdown(scored, key=key), ""]
         overlay = plots / f"overlay_{scorer.replace(' ', '_')}.png"

@@ -1,0 +1,52 @@
+"""Results folders hold their claims to their data: every number a results README quotes is in its summary.json, and
+every file it names exists."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from compgen.evaluation.results import run_summary, unbacked_numbers
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = sorted(path.parent for path in (REPO / "results").glob("*/README.md"))
+PATH_ROOTS = ("examples/", "studies/", "src/", "results/", "docs/", "benchmarks/", "dataset_scripts/", "pipelines/",
+              "tests/", "figures/", "logs/", "samples/")
+
+
+def _records(level2: list[float], pixel2: list[float] | None = None) -> list[dict]:
+    pixel2 = pixel2 or level2
+    return [{"step": 100 * (i + 1), "level_accuracy": {"0": 1.0, "2": a}, "pixel_level_accuracy": {"0": 1.0, "2": b},
+             "accuracy": {"000": 1.0, "111": a}, "pixel_accuracy": {"000": 1.0, "111": b},
+             "levels": {"000": 0, "111": 2}, "wall_clock_s": 10.0 * (i + 1)}
+            for i, (a, b) in enumerate(zip(level2, pixel2, strict=True))]
+
+
+def test_a_run_summary_gives_final_best_first_step_and_the_collapse_by_both_scorers():
+    summary = run_summary(_records([0.2, 0.95, 0.5, 0.1], pixel2=[0.0, 0.4, 0.3, 0.1]))
+    probes, pixel = summary["levels"]["2"]["probes"], summary["levels"]["2"]["pixel statistics"]
+    assert probes == {"final": 0.1, "best": 0.95, "best_step": 200, "first_step_0.9": 200, "rose_then_collapsed": True}
+    assert pixel["first_step_0.9"] is None and pixel["rose_then_collapsed"] is False  # never rose to 0.5
+    assert summary["final_per_class"]["111"] == {"probes": 0.1, "pixel statistics": 0.1, "level": 2}
+    assert summary["last_step"] == 400 and summary["wall_clock_s"] == 40.0
+
+
+def test_numbers_a_readme_quotes_must_be_in_the_summary_at_their_precision():
+    summary = {"runs": {"a": {"final": 0.6267, "steps": 2000, "command": "train.py --max_train_steps 7800"}}}
+    assert unbacked_numbers("final 0.63 (0.6267) after 2000 steps; 7800 in the command", summary) == []
+    # A mean over seeds the summary does not hold, and a figure from elsewhere, are caught.
+    assert unbacked_numbers("mean 0.47, first step 833, level 2 at 0.62", summary) == ["0.47", "833", "0.62"]
+    assert unbacked_numbers("dates and ids: 2026-11-26, commit d7f9416, widths (32, 64)", {"date": "2026-11-26"}) == []
+
+
+@pytest.mark.parametrize("folder", RESULTS, ids=[path.name for path in RESULTS])
+def test_every_results_readme_is_backed_by_its_summary_and_names_existing_files(folder):
+    readme = (folder / "README.md").read_text()
+    summary = json.loads((folder / "summary.json").read_text())
+    assert unbacked_numbers(readme, summary) == []
+    for path in re.findall(r"`([\w./-]+)`", readme):
+        if path.startswith(PATH_ROOTS) and not any(c in path for c in "*<>"):
+            assert (REPO / path).exists() or (folder / path).exists(), f"{folder.name}/README.md names {path}"
