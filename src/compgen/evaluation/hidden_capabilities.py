@@ -59,7 +59,7 @@ def value_sweep(pipeline, denoiser: str, concepts: str, variable: str, values: S
                        num_inference_steps=num_inference_steps, concept_values=row_values[None]).images
         scores = scorer.score(unit_to_uint8(out))
         rows.append({
-            "value": value.tolist() if value.numel() > 1 else float(value),
+            "value": [round(v, 6) for v in value.tolist()] if value.numel() > 1 else round(float(value), 6),
             "probes": float((scores.predictions == truth).all(axis=1).mean()),
             "pixel": float((scores.pixel_predictions == truth).all(axis=1).mean()),
             "no_object": float((~scores.has_object).mean()),
