@@ -37,6 +37,39 @@ def test_same_seed_gives_identical_bytes_and_matches_the_golden_digest():
     assert other.images.tobytes() != first.images.tobytes()
 
 
+# The same for shaded solids in one pose, objects over half the free space around the centre.
+GOLDEN_DIGEST_SHADED = "8b94d54b6c30a6bb81ecb22e645dfea930f34c486b779fec1b63477c5cdc3673"
+SHADED = RenderConfig(style="shaded", rotate=False, position_range=0.5)
+
+
+def test_shaded_solids_are_deterministic_and_match_their_golden_digest():
+    space = shapes_space(num_shapes=3, num_colors=3, background=True)
+    first = render_classes(space, space.all_classes(), seed=0, config=SHADED)
+    again = render_classes(space, space.all_classes(), seed=0, config=SHADED)
+    assert first.images.tobytes() == again.images.tobytes()
+    assert hashlib.sha256(first.images.tobytes()).hexdigest() == GOLDEN_DIGEST_SHADED
+    assert (first.rotation == 0).all()  # one pose
+
+
+def test_position_range_shrinks_the_positions_around_the_centre():
+    space = shapes_space()
+    classes = np.repeat(np.array(space.all_classes()), 50, axis=0)
+    anywhere = render_classes(space, classes, seed=3, config=RenderConfig(rotate=False))
+    centred = render_classes(space, classes, seed=3, config=RenderConfig(rotate=False, position_range=0.0))
+    quarter = render_classes(space, classes, seed=3, config=RenderConfig(rotate=False, position_range=0.25))
+    np.testing.assert_allclose(centred.position, 14.0)
+    spread = [np.abs(batch.position - 14.0).max() for batch in (centred, quarter, anywhere)]
+    assert spread[0] == 0 < spread[1] < spread[2]
+    # The same draws, scaled around the centre (at range 1 the draw is the one before the option existed).
+    np.testing.assert_allclose(quarter.position - 14.0, 0.25 * (anywhere.position - 14.0), atol=1e-4)
+    with pytest.raises(ValueError, match="position_range must be in"):
+        RenderConfig(position_range=1.5)
+    with pytest.raises(ValueError, match="shaded solids keep one pose"):
+        RenderConfig(style="shaded")
+    with pytest.raises(ValueError, match="style must be one of"):
+        RenderConfig(style="wireframe", rotate=False)
+
+
 def test_string_and_array_concepts_render_the_same():
     space = shapes_space()
     strings = ["000", "101", "111", "101"]

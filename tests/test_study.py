@@ -25,7 +25,7 @@ def test_smoke_grid_runs_every_token_model_under_every_conditioning_mode(smoke):
     out, summary = smoke
     cells = summary["cells"]
     assert len(cells) == 12 and all(c["status"] == "ok" for c in cells)
-    assert {c["arm"] for c in cells} == {f"{m} ({c})" for m in ("maskgit", "maskgit-jepa", "dit")
+    assert {c["arm"] for c in cells} == {f"{m} ({c}) on smoke-h32" for m in ("maskgit", "maskgit-jepa", "dit")
                                          for c in CONDITIONING_MODES}
     assert all(c["last_step"] == 2 for c in cells)
     text = (out / "summary.md").read_text()
@@ -33,7 +33,7 @@ def test_smoke_grid_runs_every_token_model_under_every_conditioning_mode(smoke):
     assert (out / "plots" / "overlay_probes.png").is_file()
     assert set(json.loads((out / "summary.json").read_text())["arms"]) == {c["arm"] for c in cells}
     # One tokenizer, shared: every cell's pipeline decodes through it.
-    dropout_cell = next(c for c in cells if c["arm"] == "dit (quantized+dropout)")
+    dropout_cell = next(c for c in cells if c["arm"] == "dit (quantized+dropout) on smoke-h32")
     config = json.loads((Path(dropout_cell["output_dir"]) / "transformer" / "config.json").read_text())
     assert config["conditioning"] == "quantized" and config["concept_dropout"] == 0.1
 
