@@ -12,6 +12,13 @@ times slower); on a CPU ``--parallel K`` runs K cells at once, one thread each. 
 (``summary.md``, ``summary.json``, ``plots/``) reports both scorers per arm: final and best per-level accuracy (mean
 and spread over seeds) and the first steps at which each level reaches 0.5 and 0.9. See ``compgen.training.study``
 for the file format and ``studies/`` for the studies of ``docs/paper_b_study.md``.
+
+On a SLURM cluster, ``--launcher submitit`` submits every run as a job of one job array (through submitit), with
+the same skipping, resuming and summary; a failed job is reported with its log::
+
+    python examples/run_study.py --study studies/paper_b_h32.yaml --output_dir runs/paper_b_h32 \
+        --launcher submitit --slurm_partition gpu --slurm_time 120 --gpus_per_job 1 --cpus_per_job 8 \
+        --array_parallelism 8
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from pathlib import Path
 
 from compgen.training.run_directory import RunDirectoryInUseError
 from compgen.training.study import Study, run_study
+from compgen.training.study_launchers import SUBMITIT_CLUSTERS, SubmititLauncher
 from compgen.training.study_records import StudyChangedError
 
 SMOKE_STUDY = Path(__file__).resolve().parents[1] / "studies" / "smoke.yaml"
@@ -36,6 +44,16 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--parallel", type=int, default=None,
                         help="cells at once (default: 1 with a GPU, else the CPU cores, one thread each)")
     parser.add_argument("--threads_per_worker", type=int, default=None)
+    cluster = parser.add_argument_group("cluster (--launcher submitit: one job per run, as a SLURM job array)")
+    cluster.add_argument("--launcher", choices=["local", "submitit"], default="local")
+    cluster.add_argument("--submitit_cluster", choices=SUBMITIT_CLUSTERS, default="slurm",
+                         help="slurm; local runs the jobs as local processes (tests, a workstation)")
+    cluster.add_argument("--slurm_partition", default=None)
+    cluster.add_argument("--slurm_time", type=int, default=60, help="minutes per job")
+    cluster.add_argument("--gpus_per_job", type=int, default=0)
+    cluster.add_argument("--cpus_per_job", type=int, default=1)
+    cluster.add_argument("--array_parallelism", type=int, default=16, help="jobs of the array running at once")
+    cluster.add_argument("--submitit_dir", default=None, help="job logs (default: OUTPUT_DIR/submitit)")
     args = parser.parse_args(argv)
     if bool(args.study) == args.smoke:
         parser.error("give exactly one of --study FILE or --smoke")
@@ -52,8 +70,20 @@ def main(argv: list[str] | None = None) -> dict:
     if parallel < 1:
         parser.error(f"--parallel must be at least 1, got {parallel}")
     threads = args.threads_per_worker or (1 if parallel > 1 else None)
+    launcher = None
+    if args.launcher == "submitit":
+        try:
+            launcher = SubmititLauncher(
+                folder=Path(args.submitit_dir or Path(args.output_dir) / "submitit").expanduser().resolve(),
+                cluster=args.submitit_cluster, partition=args.slurm_partition, timeout_min=args.slurm_time,
+                gpus_per_job=args.gpus_per_job, cpus_per_job=args.cpus_per_job,
+                array_parallelism=args.array_parallelism)
+            launcher.executor()  # submitit is installed and takes these options, before any work
+        except ValueError as error:
+            parser.error(str(error))
+        threads = args.threads_per_worker or args.cpus_per_job
     try:
-        summary = run_study(study, args.output_dir, parallel=parallel, threads_per_worker=threads)
+        summary = run_study(study, args.output_dir, parallel=parallel, threads_per_worker=threads, launcher=launcher)
     except (StudyChangedError, RunDirectoryInUseError) as error:
         parser.error(str(error))
     except KeyboardInterrupt:

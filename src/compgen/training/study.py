@@ -55,15 +55,16 @@ from __future__ import annotations
 import json
 import os
 import typing
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from .run_directory import claim_run_directory
-from .runner import RunResult, run_in_process, worker_pool
+from .runner import RunResult, run_in_process
 from .study_checks import UniqueKeyLoader, check_definition, expect, expect_flags, expect_list, expect_unique
+from .study_launchers import Launcher, LocalLauncher
 from .study_records import check_unchanged, export_is_current, record_definition, record_run
 from .study_summary import write_summary
 
@@ -366,7 +367,7 @@ def _run_cell(command: tuple[str, ...], threads: int | None) -> RunResult:
 
 
 def run_study(study: Study, output_dir: str | os.PathLike, parallel: int = 1, threads_per_worker: int | None = None,
-              progress: bool = True) -> dict[str, Any]:
+              progress: bool = True, launcher: Launcher | None = None) -> dict[str, Any]:
     """Run (or resume) every unfinished cell, then summarize; returns the summary (also written to disk).
 
     First the study is checked against what its directory holds (:class:`~compgen.training.study_records.
@@ -375,20 +376,20 @@ def run_study(study: Study, output_dir: str | os.PathLike, parallel: int = 1, th
     worker processes with ``threads_per_worker`` threads each (a multi-core CPU). A failing cell is reported and the
     others go on. An interrupt (``KeyboardInterrupt``) stops the running cells, cancels the queued ones and writes
     the summary of what finished before it propagates. The study claims ``output_dir`` (one study per directory:
-    :class:`~compgen.training.run_directory.RunDirectoryInUseError`).
+    :class:`~compgen.training.run_directory.RunDirectoryInUseError`). A ``launcher``
+    (:class:`~compgen.training.study_launchers.SubmititLauncher`) runs the tokenizers, then the cells, as cluster
+    jobs instead, with the same skipping, resuming and summary; a failed job's status names its log.
     """
     output_dir = Path(output_dir).expanduser()
     with claim_run_directory(output_dir):  # one study per directory
-        return _run_study(study, output_dir, parallel, threads_per_worker, progress)
+        return _run_study(study, output_dir, parallel, threads_per_worker, progress, launcher)
 
 
-def _run_study(study: Study, output_dir: Path, parallel: int, threads_per_worker: int | None, progress: bool
-               ) -> dict[str, Any]:
-    from concurrent.futures import FIRST_COMPLETED, wait
-    from concurrent.futures.process import BrokenProcessPool
-
+def _run_study(study: Study, output_dir: Path, parallel: int, threads_per_worker: int | None, progress: bool,
+               launcher: Launcher | None) -> dict[str, Any]:
     from tqdm.auto import tqdm
 
+    launcher = launcher or LocalLauncher(parallel)
     tokenizers, cells = study.tokenizer_runs(output_dir), study.cells(output_dir)
     check_unchanged([*tokenizers, *cells], {cell.name: study.steps for cell in cells}, "the study file")
     study.prepare_datasets(output_dir)
@@ -399,47 +400,19 @@ def _run_study(study: Study, output_dir: Path, parallel: int, threads_per_worker
             statuses[cell.name] = {"status": "finished before", "seconds": 0.0}
     bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc=f"study {study.name}", disable=not progress)
     try:
-        for run in tokenizers:
-            if (run.output_dir / "config.json").is_file():
-                continue
+        pending = [run for run in tokenizers if not (run.output_dir / "config.json").is_file()]
+        for run in pending:
             record_run(run, None)
-            result = _run_cell(run.command, threads_per_worker)
-            statuses[run.name] = asdict(result)
-            if result.status != "ok":
-                raise RuntimeError(f"the study's tokenizer failed ({result.error}); its cells cannot run")
+        launcher.run(_run_cell, [run.command for run in pending], threads_per_worker, [run.name for run in pending],
+                     statuses)
+        for run in pending:
+            if statuses[run.name]["status"] != "ok":
+                raise RuntimeError(f"the study's tokenizer failed ({statuses[run.name].get('error')}); its cells "
+                                   "cannot run")
         for cell in todo:
             record_run(cell, study.steps)
-        if parallel <= 1:
-            for cell in todo:
-                statuses[cell.name] = {"status": "interrupted", "seconds": 0.0}  # until it returns
-                statuses[cell.name] = asdict(_run_cell(cell.command, threads_per_worker))
-                bar.update(1)
-        else:
-            # Spawned, not forked, workers: this process may already have run torch (a tokenizer). A cell is handed
-            # to a worker only when one is free, so an interrupt knows which cells ran and which were still queued.
-            queued, running = list(todo), {}
-            with worker_pool(parallel) as pool:
-                try:
-                    while queued or running:
-                        while queued and len(running) < parallel:
-                            cell = queued.pop(0)
-                            try:
-                                running[pool.submit(_run_cell, cell.command, threads_per_worker or 1)] = cell
-                            except BrokenProcessPool as error:  # a worker died: the pool takes no more work
-                                statuses[cell.name] = {"status": "failed", "seconds": 0.0, "error": repr(error)}
-                                bar.update(1)
-                        done, _ = wait(running, return_when=FIRST_COMPLETED)
-                        for future in done:
-                            cell = running.pop(future)
-                            try:
-                                statuses[cell.name] = asdict(future.result())
-                            except Exception as error:  # its worker died
-                                statuses[cell.name] = {"status": "failed", "seconds": 0.0, "error": repr(error)}
-                            bar.update(1)
-                except KeyboardInterrupt:
-                    for cell in running.values():
-                        statuses[cell.name] = {"status": "interrupted", "seconds": 0.0}
-                    raise
+        launcher.run(_run_cell, [cell.command for cell in todo], threads_per_worker, [cell.name for cell in todo],
+                     statuses, on_done=lambda: bar.update(1))
     except KeyboardInterrupt:
         for cell in todo:
             statuses.setdefault(cell.name, {"status": "cancelled", "seconds": 0.0})

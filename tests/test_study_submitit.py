@@ -1,0 +1,63 @@
+"""A study through submitit (``--launcher submitit``): real job processes from submitit's local executor, with the
+local runner's skipping, resuming and summary, and a failed job reported with its log."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from repo_scripts import load_repo_script
+
+pytest.importorskip("submitit")
+
+REPO = Path(__file__).resolve().parents[1]
+
+STUDY = """
+name: cluster
+datasets: [{name: tiny, split_preset: H32-train1, images_per_class: 16, test_images_per_class: 2}]
+seeds: [0]
+steps: 2
+flags: {block_out_channels: "8,16", train_batch_size: 8, no_eval: true}
+models:
+  unet: {script: ../examples/train_tuple_unet.py}
+  unet-bad-lr: {script: ../examples/train_tuple_unet.py, flags: {learning_rate: -1}}
+"""
+
+
+@pytest.mark.slow
+def test_a_study_runs_as_submitit_jobs_reports_a_failed_job_with_its_log_and_skips_finished_cells(tmp_path):
+    studies = tmp_path / "studies"
+    studies.mkdir()
+    (tmp_path / "examples").symlink_to(REPO / "examples")
+    study_file = studies / "cluster.yaml"
+    study_file.write_text(STUDY)
+    run_study = load_repo_script("examples/run_study.py")
+    out = tmp_path / "out"
+    argv = ["--study", str(study_file), "--output_dir", str(out), "--launcher", "submitit", "--submitit_cluster",
+            "local", "--slurm_time", "10"]
+    with pytest.raises(SystemExit) as exit_info:  # one cell fails: exit status 1, after the summary
+        run_study.main(argv)
+    assert exit_info.value.code == 1
+    summary = json.loads((out / "summary.json").read_text())
+    cells = {cell["arm"]: cell for cell in summary["cells"]}
+    good, bad = cells["unet (full) on tiny"], cells["unet-bad-lr (full) on tiny"]
+    assert good["status"] == "ok" and (Path(good["output_dir"]) / "model_index.json").is_file()
+    assert bad["status"] == "failed" and "learning_rate must be a positive number" in bad["error"]
+    log = Path(bad["log"])
+    assert log.is_file() and log.is_relative_to(out / "submitit") and bad["job_id"]
+    # A rerun skips the finished cell and submits only the failed one again.
+    with pytest.raises(SystemExit):
+        run_study.main(argv)
+    again = {cell["arm"]: cell for cell in json.loads((out / "summary.json").read_text())["cells"]}
+    assert again["unet (full) on tiny"]["status"] == "finished before"
+    assert again["unet-bad-lr (full) on tiny"]["job_id"] != bad["job_id"]
+
+
+def test_submitit_options_are_checked_before_any_work(tmp_path, capsys):
+    run_study = load_repo_script("examples/run_study.py")
+    with pytest.raises(SystemExit) as exit_info:
+        run_study.main(["--smoke", "--output_dir", str(tmp_path / "out"), "--launcher", "submitit",
+                        "--slurm_time", "0"])
+    assert exit_info.value.code == 2 and "timeout_min must be a positive integer" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
