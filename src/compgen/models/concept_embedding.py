@@ -14,11 +14,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ..concepts import ConceptSpace, ConceptSpaceLike
 
 CONDITIONING_MODES = ("quantized", "full")
+CATEGORICAL_EMBEDDINGS = ("table", "one_hot_mlp")
 
 
 def check_conditioning(conditioning: str, continuous_concepts: Mapping | None, concept_dropout: float) -> None:
@@ -44,6 +46,10 @@ class ConceptEmbedding(nn.Module):
             "size": [[2.7], [1.6]]}``. Variables listed here are embedded from continuous values by an MLP;
             the table supplies the values when none are given (test-time conditioning on the class values).
         use_null: Learn a null embedding per variable, used where ``drop_mask`` is ``True``.
+        categorical: How class indices are embedded: ``"table"`` (a lookup table) or ``"one_hot_mlp"`` (Paper A's
+            official code: ``Linear, GELU, Linear`` on the one-hot vector).
+        split_dims: Widths that add up to ``embedding_dim``: each variable then has one embedder per width and its
+            embedding is their concatenation (Paper A's official U-Net embeds every concept once per decoder stage).
     """
 
     def __init__(
@@ -52,8 +58,15 @@ class ConceptEmbedding(nn.Module):
         embedding_dim: int,
         continuous_concepts: Mapping[str, Sequence[Sequence[float]]] | None = None,
         use_null: bool = False,
+        categorical: str = "table",
+        split_dims: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
+        if categorical not in CATEGORICAL_EMBEDDINGS:
+            raise ValueError(f"categorical must be one of {CATEGORICAL_EMBEDDINGS}, got {categorical!r}")
+        split_dims = list(split_dims or [embedding_dim])
+        if sum(split_dims) != embedding_dim or min(split_dims) < 1:
+            raise ValueError(f"split_dims {split_dims} must be positive and add up to embedding_dim {embedding_dim}")
         space = ConceptSpace.from_dict(concept_space)
         continuous_concepts = dict(continuous_concepts or {})
         unknown = sorted(set(continuous_concepts) - set(space.names))
@@ -73,11 +86,12 @@ class ConceptEmbedding(nn.Module):
                 self.value_dims[variable.name] = table.shape[1]
                 # The canonical values are part of the config, so they are not saved with the weights.
                 self.register_buffer(f"{variable.name}_values", table, persistent=False)
-                self.embedders[variable.name] = nn.Sequential(
-                    nn.Linear(table.shape[1], embedding_dim), nn.GELU(), nn.Linear(embedding_dim, embedding_dim)
-                )
+                parts = [_mlp(table.shape[1], dim) for dim in split_dims]
+            elif categorical == "one_hot_mlp":
+                parts = [OneHotMLP(variable.num_values, dim) for dim in split_dims]
             else:
-                self.embedders[variable.name] = nn.Embedding(variable.num_values, embedding_dim)
+                parts = [nn.Embedding(variable.num_values, dim) for dim in split_dims]
+            self.embedders[variable.name] = parts[0] if len(parts) == 1 else SplitEmbedder(parts)
         self.null_embedding = nn.Parameter(torch.randn(space.num_variables, embedding_dim)) if use_null else None
 
     @property
@@ -139,7 +153,7 @@ class ConceptEmbedding(nn.Module):
                 values = values_by_name.get(name)
                 if values is None:
                     values = getattr(self, f"{name}_values")[concepts[:, column]]
-                embeddings.append(embedder(values.to(embedder[0].weight.dtype)))
+                embeddings.append(embedder(values.to(self.weight_dtype)))
             else:
                 embeddings.append(embedder(concepts[:, column]))
         embedded = torch.stack(embeddings, dim=1)
@@ -155,6 +169,36 @@ class ConceptEmbedding(nn.Module):
             null = self.null_embedding.to(embedded.dtype).expand_as(embedded)
             embedded = torch.where(drop_mask.unsqueeze(-1), null, embedded)
         return embedded
+
+    @property
+    def weight_dtype(self) -> torch.dtype:
+        """The dtype of the embedders' weights (what continuous values are cast to)."""
+        return next(self.embedders.parameters()).dtype
+
+
+def _mlp(in_features: int, dim: int) -> nn.Sequential:
+    """``Linear, GELU, Linear``: the embedder of a continuous variable (Paper A's ``EmbedFC``)."""
+    return nn.Sequential(nn.Linear(in_features, dim), nn.GELU(), nn.Linear(dim, dim))
+
+
+class OneHotMLP(nn.Module):
+    """Paper A's embedding of a class index: ``Linear, GELU, Linear`` on its one-hot vector. The first layer reads
+    the weight column of the index (the same product without building the one-hot vector)."""
+
+    def __init__(self, num_values: int, dim: int) -> None:
+        super().__init__()
+        self.model = _mlp(num_values, dim)
+
+    def forward(self, indices: torch.Tensor) -> torch.Tensor:
+        first = self.model[0]
+        return self.model[2](self.model[1](F.embedding(indices, first.weight.t()) + first.bias))
+
+
+class SplitEmbedder(nn.ModuleList):
+    """Several embedders of one variable whose outputs are concatenated (one per decoder stage)."""
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        return torch.cat([part(inputs) for part in self], dim=-1)
 
 
 def _names(keys: Sequence) -> str:

@@ -102,6 +102,8 @@ class DDPMTask(TrainingTask):
                 "conditioning": config.conditioning,
                 "concept_dropout": config.concept_dropout,
                 "concept_modulation": config.concept_modulation,
+                "block_type": getattr(config, "block_type", "residual"),
+                "norm_type": getattr(config, "norm_type", "group"),
                 "num_train_timesteps": self.scheduler.config.num_train_timesteps,
                 "beta_schedule": self.scheduler.config.beta_schedule,
                 "prediction_type": self.scheduler.config.prediction_type,
