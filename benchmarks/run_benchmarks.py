@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import re
 import statistics
 import sys
 import time
@@ -36,8 +37,11 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+from step_profile import profile_call
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+PAPER_LAYOUT: dict[str, Any] = {"block_type": "paper", "norm_type": "batch"}
+"""The U-Net options of Paper A's exact layout (the ``paper`` preset of ``examples/train_tuple_unet.py``)."""
 
 
 def timed(fn: Callable[[], Any], items: int, repeats: int, warmup: int = 2, calls: int = 3,
@@ -97,12 +101,17 @@ def make_batch(batch_size: int, device: torch.device) -> dict[str, torch.Tensor]
 
 
 def task_step(task, batch: dict[str, torch.Tensor], device: torch.device, dtype: torch.dtype | None,
-              compile_model: bool = False) -> Callable[[], None]:
-    """One training step of a compgen task as the loop runs it (its own random draws, post-step hook); with
-    ``compile_model``, through ``torch.compile`` as ``--torch_compile`` does."""
+              compile_model: bool = False, ema: bool = False) -> Callable[[], None]:
+    """One training step of a compgen task as the loop runs it (its own random draws, AdamW as the loop builds it,
+    gradient clipping, the post-step hook and, with ``ema``, the EMA update); with ``compile_model``, through
+    ``torch.compile`` as ``--torch_compile`` does."""
+    from compgen.training.ema import ExponentialMovingAverage, MomentumSchedule
+
     task.to(device)
     model = torch.compile(task.model) if compile_model else task.model
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4,
+                                  **optimizer_options(device))
+    average = ExponentialMovingAverage(task.model, MomentumSchedule(0.999, kind="warmup")) if ema else None
     counter = [0]
 
     def step() -> None:
@@ -114,9 +123,16 @@ def task_step(task, batch: dict[str, torch.Tensor], device: torch.device, dtype:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        task.after_optimizer_step(model, counter[0])
+        task.after_optimizer_step(task.model, counter[0])
+        if average is not None:
+            average.update(task.model, counter[0])
 
     return step
+
+
+def optimizer_options(device: torch.device) -> dict[str, Any]:
+    """The AdamW options of compgen's training loop on ``device``."""
+    return {"fused": device.type == "cuda"}
 
 
 def plain_step(model: torch.nn.Module, forward: Callable[[], torch.Tensor], device: torch.device,
@@ -135,7 +151,7 @@ def plain_step(model: torch.nn.Module, forward: Callable[[], torch.Tensor], devi
     return step
 
 
-def unet_task(widths: tuple[int, ...], layers_per_block: int):
+def unet_task(widths: tuple[int, ...], layers_per_block: int, **options: Any):
     from diffusers import DDPMScheduler
 
     from compgen import TupleConditionedUNet2DModel, get_split_preset
@@ -145,7 +161,8 @@ def unet_task(widths: tuple[int, ...], layers_per_block: int):
     space = get_split_preset("H32-train1").graph().space
     torch.manual_seed(0)
     unet = TupleConditionedUNet2DModel(space.to_dict(), block_out_channels=widths, layers_per_block=layers_per_block,
-                                       conditioning="full", continuous_concepts=shapes_continuous_concepts(space))
+                                       conditioning="full", continuous_concepts=shapes_continuous_concepts(space),
+                                       **options)
     scheduler = DDPMScheduler(num_train_timesteps=500, beta_start=1e-4, beta_end=0.02,
                               prediction_type="v_prediction")
     return DDPMTask(unet, scheduler, eval_inference_steps=50)
@@ -173,12 +190,13 @@ def token_models(hidden: int, layers: int, heads: int, batch: dict[str, torch.Te
 
 class Bench:
     def __init__(self, device: torch.device, repeats: int, dtype: torch.dtype | None, peer_dir: str | None,
-                 compile_models: bool = False) -> None:
+                 compile_models: bool = False, kernels_only: bool = False, skip: list[str] | None = None) -> None:
         self.device, self.repeats, self.dtype, self.peer_dir = device, repeats, dtype, peer_dir
-        self.compile = compile_models
+        self.skip = skip or []
+        self.compile, self.kernels_only = compile_models, kernels_only
         self.sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
         self.results: list[dict[str, Any]] = []
-        self.peak = matmul_peak(device, dtype or torch.float32, self.sync)
+        self.peak = 0.0 if kernels_only else matmul_peak(device, dtype or torch.float32, self.sync)
 
     def record(self, name: str, kind: str, rate: dict[str, float], unit: str, flops: int | None = None,
                **extra: Any) -> None:
@@ -191,31 +209,49 @@ class Bench:
         print(f"{kind:6s} {name:42s} {rate['median']:10.1f} {unit} (min {rate['min']:.1f}, max {rate['max']:.1f})"
               + (f", {entry['peak_fraction']:.1%} of matmul peak" if flops else ""), flush=True)
 
-    def train(self, name: str, step: Callable[[], None], batch_size: int, calls: int = 3) -> None:
-        flops = count_flops(step)
-        rate = timed(step, batch_size, self.repeats, calls=calls, sync=self.sync)
-        self.record(name, "train", rate, "img/s", flops, batch_size=batch_size)
+    def wanted(self, name: str) -> bool:
+        """Whether the row ``name`` is measured (``--skip``: regular expressions of the rows to leave out)."""
+        return not any(re.search(pattern, name) for pattern in self.skip)
 
-    def unets(self, configs: list[tuple[str, tuple[int, ...], int, int]]) -> None:
+    def train(self, name: str, step: Callable[[], None], batch_size: int, calls: int = 3) -> None:
+        if not self.wanted(name):
+            return
+        if self.kernels_only:
+            profile = profile_call(step, self.device)
+            self.results.append({"name": name, "kind": "train", "unit": "img/s", "batch_size": batch_size, **profile})
+            print(f"train  {name:56s} {profile['kernels']:6d} kernels, {profile['syncs']} syncs", flush=True)
+            return
+        rate = timed(step, batch_size, self.repeats, calls=calls, sync=self.sync)
+        flops = count_flops(step)
+        profile = profile_call(step, self.device, warmup=0)  # the timing warmed it up
+        self.record(name, "train", rate, "img/s", flops, batch_size=batch_size, **profile)
+
+    def unets(self, configs: list[tuple[str, tuple[int, ...], int, int, bool]]) -> None:
         from diffusers import UNet2DModel
 
-        for label, widths, layers, batch_size in configs:
+        for label, widths, layers, batch_size, ema in configs:
             batch = make_batch(batch_size, self.device)
-            self.train(f"compgen U-Net {label} {widths}", task_step(unet_task(widths, layers), batch, self.device,
-                                                                  self.dtype), batch_size)
-            if self.compile:
-                self.train(f"compgen U-Net {label} {widths}, torch.compile", task_step(
-                    unet_task(widths, layers), batch, self.device, self.dtype, compile_model=True), batch_size)
-            torch.manual_seed(0)
-            peer = UNet2DModel(sample_size=28, block_out_channels=widths, layers_per_block=layers,
-                               down_block_types=("DownBlock2D",) * len(widths),
-                               up_block_types=("UpBlock2D",) * len(widths), norm_num_groups=8)
-            timesteps = torch.randint(0, 500, (batch_size,), device=self.device)
-            images = batch["images"]
-            self.train(f"diffusers UNet2DModel {label} {widths}", plain_step(
-                peer, lambda p=peer, t=timesteps, x=images: F.mse_loss(p(x, t).sample.float(), x), self.device,
-                self.dtype), batch_size)
-            if self.peer_dir:
+            layouts = [("", {})] + ([(", paper layout", PAPER_LAYOUT)] if layers == 2 else [])
+            for suffix, options in layouts:
+                name = f"compgen U-Net {label} {widths}{suffix}"
+                if self.wanted(name):
+                    self.train(name, task_step(unet_task(widths, layers, **options), batch, self.device, self.dtype,
+                                               ema=ema), batch_size)
+                if self.compile and self.wanted(name + ", torch.compile"):
+                    self.train(name + ", torch.compile", task_step(unet_task(widths, layers, **options), batch,
+                                                                   self.device, self.dtype, compile_model=True,
+                                                                   ema=ema), batch_size)
+            if self.wanted(f"diffusers UNet2DModel {label} {widths}"):
+                torch.manual_seed(0)
+                peer = UNet2DModel(sample_size=28, block_out_channels=widths, layers_per_block=layers,
+                                   down_block_types=("DownBlock2D",) * len(widths),
+                                   up_block_types=("UpBlock2D",) * len(widths), norm_num_groups=8)
+                timesteps = torch.randint(0, 500, (batch_size,), device=self.device)
+                images = batch["images"]
+                self.train(f"diffusers UNet2DModel {label} {widths}", plain_step(
+                    peer, lambda p=peer, t=timesteps, x=images: F.mse_loss(p(x, t).sample.float(), x), self.device,
+                    self.dtype), batch_size)
+            if self.peer_dir and self.wanted(f"official ContextUnet {label} n_feat {widths[0]}"):
                 self.train(f"official ContextUnet {label} n_feat {widths[0]}",
                            self.context_unet_step(widths[0], batch), batch_size)
 
@@ -277,7 +313,8 @@ class Bench:
                                   continuous_concepts=shapes_continuous_concepts(space))
         task = DiTTask(dit, vqvae, DDPMScheduler(num_train_timesteps=500, prediction_type="v_prediction",
                                                  clip_sample=False), latents)
-        self.train("compgen DiT cpu-quick (h128, L4)", task_step(task, batch, self.device, self.dtype), batch_size)
+        self.train("compgen DiT cpu-quick (h128, L4)", task_step(task, batch, self.device, self.dtype, ema=True),
+                   batch_size)
 
     def sampling(self, unet_batch: int, maskgit_batch: int) -> None:
         task = unet_task((64, 128), 1)
@@ -324,13 +361,18 @@ class Bench:
 def markdown(results: list[dict[str, Any]], header: dict[str, Any]) -> str:
     lines = [f"Device: {header['device']} ({header['machine']}), torch {header['torch']}, {header['threads']} "
              f"thread(s), {header['precision']}; matmul peak measured: {header['matmul_peak_tflops']:.3f} TFLOP/s.",
-             "", "| kind | benchmark | median | min | max | unit | share of matmul peak |",
-             "|---|---|---|---|---|---|---|"]
+             "", "| kind | benchmark | median | min | max | unit | share of matmul peak | kernels per step |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in results:
         share = f"{r['peak_fraction']:.1%}" if "peak_fraction" in r else ""
+        kernels = r.get("kernels", "")
+        if "median" not in r:
+            lines.append(f"| {r['kind']} | {r['name']} |  |  |  |  |  | {kernels} |")
+            continue
         fmt = ".1%" if r["unit"] == "of wall-clock" else ".1f"
         lines.append(f"| {r['kind']} | {r['name']} | {r['median']:{fmt}} | {r['min']:{fmt}} | {r['max']:{fmt}} | "
-                     f"{r['unit'] if r['unit'] != 'of wall-clock' else 'of training wall-clock'} | {share} |")
+                     f"{r['unit'] if r['unit'] != 'of wall-clock' else 'of training wall-clock'} | {share} | "
+                     f"{kernels} |")
     return "\n".join(lines) + "\n"
 
 
@@ -343,6 +385,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--peer-dir", "--peer_dir", dest="peer_dir", default=None,
                         help="a checkout of phys-ai/concept_graphs (for the official ContextUnet)")
     parser.add_argument("--compile", action="store_true", help="also time the U-Net under torch.compile")
+    parser.add_argument("--kernels-only", "--kernels_only", dest="kernels_only", action="store_true",
+                        help="only count each training step's kernels and host syncs (no timing)")
+    parser.add_argument("--skip", nargs="+", default=[],
+                        help="leave out the rows whose names match these regular expressions")
     parser.add_argument("--only", nargs="+", default=None,
                         choices=["unet", "unet-paper", "transformer", "transformer-paper", "tokens", "sample", "eval"])
     parser.add_argument("--output", default=None, help="JSON path (a .md table is written beside it)")
@@ -352,13 +398,13 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     dtype = torch.bfloat16 if args.bf16 else None
-    bench = Bench(device, args.repeats, dtype, args.peer_dir, args.compile)
+    bench = Bench(device, args.repeats, dtype, args.peer_dir, args.compile, args.kernels_only, args.skip)
     cpu = device.type == "cpu"
     wanted = set(args.only or ["unet", "unet-paper", "transformer", "transformer-paper", "tokens", "sample", "eval"])
     if "unet" in wanted:
-        bench.unets([("cpu-quick", (64, 128), 1, 64)])
+        bench.unets([("cpu-quick", (32, 64), 1, 64, True), ("width 64", (64, 128), 1, 64, False)])
     if "unet-paper" in wanted:
-        bench.unets([("paper", (256, 512), 2, 16 if cpu else 64)])
+        bench.unets([("paper", (256, 512), 2, 16 if cpu else 64, False)])
     if "transformer" in wanted:
         bench.transformers([("cpu-quick", 128, 4, 4, 64)])
     if "transformer-paper" in wanted:
