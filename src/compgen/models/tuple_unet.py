@@ -20,12 +20,12 @@ import math
 import torch
 import torch.nn.functional as F
 from diffusers.configuration_utils import ConfigMixin, register_to_config
-from diffusers.models.embeddings import TimestepEmbedding, Timesteps
+from diffusers.models.embeddings import TimestepEmbedding
 from diffusers.models.modeling_utils import ModelMixin
 from diffusers.models.unets.unet_2d import UNet2DOutput
 from torch import nn
 
-from .concept_embedding import ConceptConditionedMixin, ConceptEmbedding, broadcast_timesteps
+from .concept_embedding import ConceptConditionedMixin, ConceptEmbedding, SinusoidalTimesteps, broadcast_timesteps
 
 CONCEPT_MODULATIONS = ("multiply", "film", "add")
 BLOCK_TYPES = ("residual", "paper")
@@ -221,7 +221,7 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
                 for width in self.modulation_channels
             )
         else:
-            self.time_proj = Timesteps(channels[0], flip_sin_to_cos=True, downscale_freq_shift=0)
+            self.time_proj = SinusoidalTimesteps(channels[0], flip_sin_to_cos=True, downscale_freq_shift=0)
             self.time_embedding = TimestepEmbedding(channels[0], modulation_dim, act_fn="gelu")
         self.concept_embedding = ConceptEmbedding(
             space,
