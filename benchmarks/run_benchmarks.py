@@ -24,11 +24,11 @@ Results go to ``--output`` (JSON) and a markdown table beside it; ``docs/perform
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import platform
 import re
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -61,12 +61,37 @@ def timed(fn: Callable[[], Any], items: int, repeats: int, warmup: int = 2, call
 
 
 def count_flops(fn: Callable[[], Any]) -> int:
-    """FLOPs of one call of ``fn`` (matmuls and convolutions, forward and backward)."""
+    """FLOPs of one call of ``fn`` (matmuls, convolutions and attention, forward and backward). The fused inference
+    path of ``nn.TransformerEncoderLayer`` (one op the counter cannot see into) is off while counting: the same layer
+    as separate ops."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    with FlopCounterMode(display=False) as counter:
-        fn()
+    count_cpu_attention()
+    fastpath = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        with FlopCounterMode(display=False) as counter:
+            fn()
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fastpath)
     return int(counter.get_total_flops())
+
+
+def count_cpu_attention() -> None:
+    """Give the FLOP counter the formulas of the CPU attention kernels (it knows only the GPU ones)."""
+    from torch.utils import flop_counter
+
+    forward = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+    if forward is None or forward in flop_counter.flop_registry:
+        return
+
+    @flop_counter.register_flop_formula(forward)
+    def _forward(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
+        return flop_counter.sdpa_flop_count(query_shape, key_shape, value_shape)
+
+    @flop_counter.register_flop_formula(torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward)
+    def _backward(grad_out_shape, query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
+        return flop_counter.sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
 
 
 def matmul_peak(device: torch.device, dtype: torch.dtype, sync: Callable[[], None]) -> float:
@@ -101,14 +126,14 @@ def make_batch(batch_size: int, device: torch.device) -> dict[str, torch.Tensor]
 
 
 def task_step(task, batch: dict[str, torch.Tensor], device: torch.device, dtype: torch.dtype | None,
-              compile_model: bool = False, ema: bool = False) -> Callable[[], None]:
+              compile_mode: str | None = None, ema: bool = False) -> Callable[[], None]:
     """One training step of a compgen task as the loop runs it (its own random draws, AdamW as the loop builds it,
-    gradient clipping, the post-step hook and, with ``ema``, the EMA update); with ``compile_model``, through
-    ``torch.compile`` as ``--torch_compile`` does."""
+    gradient clipping, the post-step hook and, with ``ema``, the EMA update); with ``compile_mode``, the model
+    through ``torch.compile`` in that mode, as ``--torch_compile MODE`` does."""
     from compgen.training.ema import ExponentialMovingAverage, MomentumSchedule
 
     task.to(device)
-    model = torch.compile(task.model) if compile_model else task.model
+    model = torch.compile(task.model, mode=compile_mode) if compile_mode else task.model
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4,
                                   **optimizer_options(device))
     average = ExponentialMovingAverage(task.model, MomentumSchedule(0.999, kind="warmup")) if ema else None
@@ -130,9 +155,20 @@ def task_step(task, batch: dict[str, torch.Tensor], device: torch.device, dtype:
     return step
 
 
+ADAMW = "compgen"
+"""``--adamw``: the AdamW implementation of compgen's steps: ``compgen`` (the loop's choice), ``fused``, ``foreach``
+or ``loop`` (one op per parameter tensor)."""
+
+
 def optimizer_options(device: torch.device) -> dict[str, Any]:
-    """The AdamW options of compgen's training loop on ``device``."""
-    return {"fused": device.type == "cuda"}
+    """The AdamW options of compgen's training loop on ``device`` (or those ``--adamw`` names)."""
+    if ADAMW != "compgen":
+        return {"fused": ADAMW == "fused", "foreach": ADAMW == "foreach"}
+    try:
+        from compgen.training.acceleration import fused_optimizer_supported
+    except ImportError:  # compgen before the fused CPU optimizer: fused on CUDA only
+        return {"fused": device.type == "cuda"}
+    return {"fused": fused_optimizer_supported(device)}
 
 
 def plain_step(model: torch.nn.Module, forward: Callable[[], torch.Tensor], device: torch.device,
@@ -149,6 +185,15 @@ def plain_step(model: torch.nn.Module, forward: Callable[[], torch.Tensor], devi
         optimizer.zero_grad(set_to_none=True)
 
     return step
+
+
+def has_paper_layout() -> bool:
+    """Whether this compgen has the U-Net's ``block_type`` option (an earlier revision measured as "before" may not)."""
+    import inspect
+
+    from compgen import TupleConditionedUNet2DModel
+
+    return "block_type" in inspect.signature(TupleConditionedUNet2DModel.__init__).parameters
 
 
 def unet_task(widths: tuple[int, ...], layers_per_block: int, **options: Any):
@@ -213,6 +258,15 @@ class Bench:
         """Whether the row ``name`` is measured (``--skip``: regular expressions of the rows to leave out)."""
         return not any(re.search(pattern, name) for pattern in self.skip)
 
+    def train_task(self, name: str, make_task: Callable[[], Any], batch: dict[str, torch.Tensor], batch_size: int,
+                   ema: bool = False) -> None:
+        """The row of a compgen task's step, and with ``--compile`` the row of the same step compiled."""
+        for mode in [None] + ([self.compile] if self.compile else []):
+            row = name + (f", compiled ({mode})" if mode else "")
+            if self.wanted(row):
+                self.train(row, task_step(make_task(), batch, self.device, self.dtype, compile_mode=mode, ema=ema),
+                           batch_size)
+
     def train(self, name: str, step: Callable[[], None], batch_size: int, calls: int = 3) -> None:
         if not self.wanted(name):
             return
@@ -231,16 +285,10 @@ class Bench:
 
         for label, widths, layers, batch_size, ema in configs:
             batch = make_batch(batch_size, self.device)
-            layouts = [("", {})] + ([(", paper layout", PAPER_LAYOUT)] if layers == 2 else [])
+            layouts = [("", {})] + ([(", paper layout", PAPER_LAYOUT)] if layers == 2 and has_paper_layout() else [])
             for suffix, options in layouts:
-                name = f"compgen U-Net {label} {widths}{suffix}"
-                if self.wanted(name):
-                    self.train(name, task_step(unet_task(widths, layers, **options), batch, self.device, self.dtype,
-                                               ema=ema), batch_size)
-                if self.compile and self.wanted(name + ", torch.compile"):
-                    self.train(name + ", torch.compile", task_step(unet_task(widths, layers, **options), batch,
-                                                                   self.device, self.dtype, compile_model=True,
-                                                                   ema=ema), batch_size)
+                self.train_task(f"compgen U-Net {label} {widths}{suffix}",
+                                lambda o=options, w=widths, n=layers: unet_task(w, n, **o), batch, batch_size, ema)
             if self.wanted(f"diffusers UNet2DModel {label} {widths}"):
                 torch.manual_seed(0)
                 peer = UNet2DModel(sample_size=28, block_out_channels=widths, layers_per_block=layers,
@@ -256,10 +304,7 @@ class Bench:
                            self.context_unet_step(widths[0], batch), batch_size)
 
     def context_unet_step(self, n_feat: int, batch: dict[str, torch.Tensor]) -> Callable[[], None]:
-        sys.path.insert(0, str(REPO_ROOT / "examples"))
-        from compgen.training.runner import load_script
-
-        peer = load_script(REPO_ROOT / "examples" / "compare_peer_unet.py").import_peer(self.peer_dir)
+        peer = self.peer_module()
         torch.manual_seed(0)
         net = peer.ContextUnet(in_channels=3, n_feat=n_feat, n_classes=[2, 3, 1])
         x, concepts, values = batch["images"], batch["concepts"], batch["concept_values"]
@@ -271,13 +316,39 @@ class Bench:
 
         return plain_step(net, loss, self.device, self.dtype)
 
+    def context_unet_sampler(self, n_feat: int, batch_size: int, steps: int) -> Callable[[], None]:
+        """The official sampler: its ``DDPM`` with ``n_T = steps`` and ``sample_ddim`` (one ContextUnet call per step),
+        in eval mode without gradients, as its training script calls it."""
+        import contextlib
+        import io
+
+        peer = self.peer_module()
+        torch.manual_seed(0)
+        ddpm = peer.DDPM(nn_model=peer.ContextUnet(in_channels=3, n_feat=n_feat, n_classes=[2, 3, 1]),
+                         betas=(1e-4, 0.02), n_T=steps, device=self.device, drop_prob=0.1, n_classes=[2, 3, 1])
+        ddpm.to(self.device).eval()
+        batch = make_batch(batch_size, torch.device("cpu"))
+        conditions = {0: batch["concepts"][:, 0], 1: batch["concept_values"][:, :3], 2: batch["concept_values"][:, 3:]}
+
+        def sample() -> None:
+            with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):  # it prints every step
+                ddpm.sample_ddim(batch_size, conditions, (3, 28, 28), self.device)
+
+        return sample
+
+    def peer_module(self):
+        """The official code's ``train.py`` as a module (from ``--peer-dir``)."""
+        from compgen.training.runner import load_script
+
+        return load_script(REPO_ROOT / "examples" / "compare_peer_unet.py").import_peer(self.peer_dir)
+
     def transformers(self, configs: list[tuple[str, int, int, int, int]]) -> None:
         for label, hidden, layers, heads, batch_size in configs:
             batch = make_batch(batch_size, self.device)
             for jepa in (False, True):
-                task = token_models(hidden, layers, heads, batch, jepa)
-                self.train(f"compgen MaskGIT{' + JEPA' if jepa else ''} {label} (h{hidden}, L{layers})",
-                           task_step(task, batch, self.device, self.dtype), batch_size)
+                self.train_task(f"compgen MaskGIT{' + JEPA' if jepa else ''} {label} (h{hidden}, L{layers})",
+                                lambda j=jepa, c=(hidden, layers, heads, batch): token_models(*c, j), batch,
+                                batch_size)
             torch.manual_seed(0)
             encoder = torch.nn.Sequential(
                 torch.nn.Embedding(257, hidden),
@@ -302,29 +373,46 @@ class Bench:
         batch = make_batch(batch_size, self.device)
         torch.manual_seed(0)
         vqvae = build_vq_tokenizer(block_out_channels=(16, 32, 32), vq_embed_dim=16)
-        self.train("compgen VQ tokenizer cpu-quick (16,32,32)", task_step(
-            VQTask(vqvae, restart_every=25, total_steps=1000, crop_size=16), batch, self.device, self.dtype),
-            batch_size)
+        self.train_task("compgen VQ tokenizer cpu-quick (16,32,32)",
+                        lambda: VQTask(copy.deepcopy(vqvae), restart_every=25, total_steps=1000, crop_size=16), batch,
+                        batch_size)
         space = get_split_preset("H32-train1").graph().space
         latents = precompute_latents(vqvae.cpu(), batch["uint8"])
         mean, std = latent_statistics(latents)
         dit = TupleConditionedDiT(space.to_dict(), latent_channels=16, grid_size=7, hidden_size=128, num_layers=4,
                                   num_heads=4, conditioning="full", latent_mean=mean, latent_std=std,
                                   continuous_concepts=shapes_continuous_concepts(space))
-        task = DiTTask(dit, vqvae, DDPMScheduler(num_train_timesteps=500, prediction_type="v_prediction",
-                                                 clip_sample=False), latents)
-        self.train("compgen DiT cpu-quick (h128, L4)", task_step(task, batch, self.device, self.dtype, ema=True),
-                   batch_size)
+        self.train_task("compgen DiT cpu-quick (h128, L4)", lambda: DiTTask(
+            copy.deepcopy(dit), vqvae, DDPMScheduler(num_train_timesteps=500, prediction_type="v_prediction",
+                                                     clip_sample=False), latents), batch, batch_size, ema=True)
 
-    def sampling(self, unet_batch: int, maskgit_batch: int) -> None:
-        task = unet_task((64, 128), 1)
-        task.model.to(self.device).eval()
+    def sampling(self, unet_batch: int, maskgit_batch: int, steps: int = 50) -> None:
+        """Images per second of compgen's samplers and of the official ContextUnet's (``DDPM.sample_ddim``), all
+        with ``steps`` denoiser calls per image, at base width 64."""
         names = ["000", "001", "010", "100", "011", "101", "110", "111"]
         concepts = [names[i % 8] for i in range(unet_batch)]
-        task.eval_inference_steps = 50
-        rate = timed(lambda: task.generate(task.model, concepts, 0), unet_batch, self.repeats, warmup=1, calls=1,
-                     sync=self.sync)
-        self.record("DDPM sampling, DDIM 50 steps, U-Net cpu-quick", "sample", rate, "img/s")
+        layouts = [("(64, 128)", 1, {})] + ([("(64, 128), paper layout", 2, PAPER_LAYOUT)] if has_paper_layout()
+                                            else [])
+        modes = [None] + ([self.compile] if self.compile else [])
+        for label, layers, options in layouts:
+            for mode in modes:
+                name = f"DDPM sampling, DDIM {steps} steps, compgen U-Net {label}" + (f", compiled ({mode})"
+                                                                                      if mode else "")
+                if not self.wanted(name):
+                    continue
+                task = unet_task((64, 128), layers, **options)
+                task.model.to(self.device).eval()
+                task.to(self.device)
+                task.eval_inference_steps = steps
+                task.sampling_compile_mode = mode
+                rate = timed(lambda t=task: t.generate(t.model, concepts, 0), unet_batch, self.repeats, warmup=1,
+                             calls=1, sync=self.sync)
+                self.record(name, "sample", rate, "img/s")
+        name = f"DDPM sampling, {steps} steps, official ContextUnet n_feat 64 (sample_ddim)"
+        if self.peer_dir and self.wanted(name):
+            rate = timed(self.context_unet_sampler(64, unet_batch, steps), unet_batch, self.repeats, warmup=1,
+                         calls=1, sync=self.sync)
+            self.record(name, "sample", rate, "img/s")
         batch = make_batch(8, self.device)
         maskgit = token_models(128, 4, 4, batch, jepa=False)
         maskgit.model.to(self.device).eval()
@@ -384,9 +472,13 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--bf16", action="store_true", help="bf16 autocast for the training steps")
     parser.add_argument("--peer-dir", "--peer_dir", dest="peer_dir", default=None,
                         help="a checkout of phys-ai/concept_graphs (for the official ContextUnet)")
-    parser.add_argument("--compile", action="store_true", help="also time the U-Net under torch.compile")
+    parser.add_argument("--compile", nargs="?", const="default", default=None, metavar="MODE",
+                        help="also time compgen's steps and sampling under torch.compile (default, reduce-overhead, "
+                             "max-autotune)")
     parser.add_argument("--kernels-only", "--kernels_only", dest="kernels_only", action="store_true",
                         help="only count each training step's kernels and host syncs (no timing)")
+    parser.add_argument("--adamw", choices=["compgen", "fused", "foreach", "loop"], default="compgen",
+                        help="AdamW implementation of compgen's steps (compgen: the training loop's choice)")
     parser.add_argument("--skip", nargs="+", default=[],
                         help="leave out the rows whose names match these regular expressions")
     parser.add_argument("--only", nargs="+", default=None,
@@ -396,6 +488,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                         help="also train the cpu-quick U-Net preset until every level reaches 0.9 (minutes)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    global ADAMW
+    ADAMW = args.adamw
     device = torch.device(args.device)
     dtype = torch.bfloat16 if args.bf16 else None
     bench = Bench(device, args.repeats, dtype, args.peer_dir, args.compile, args.kernels_only, args.skip)

@@ -1,15 +1,17 @@
 """Kernels and host synchronisations of one call (a training step), counted from ``torch.profiler``.
 
-On a CPU there are no device kernels to count, so one is approximated by an aten op that does work: a leaf of the
-profiler's op tree (an op that calls no other working op), not counting ops that only make views, read metadata or
-allocate. A multi-tensor op (``_foreach_*``, ``_fused_*``) counts once, as the one multi-tensor kernel it launches on
-a GPU (on a CPU its per-tensor work shows up as children, which are not counted). On CUDA the profiler's own kernel
-events are counted instead. A host synchronisation is an op that reads device data on the host (``item``,
-``nonzero``, ...), outside the optimizer, whose step counters stay on the host.
+On a CPU there are no device kernels to count, so one is approximated by an aten op that has a kernel of its own (the
+outermost such op in the profiler's op tree: a CPU implementation may call helper ops that a GPU kernel does not, and
+an op that PyTorch decomposes into others, such as ``linear`` or ``cross_entropy``, counts as its parts), not counting
+ops that only make views, read metadata or allocate. A multi-tensor op (``_foreach_*``, ``_fused_*``) counts once, as
+the multi-tensor kernel it launches on a GPU. On CUDA the profiler's own kernel events are counted instead. A host
+synchronisation is an op that reads device data on the host (``item``, ``nonzero``, ...), outside the optimizer,
+whose step counters stay on the host.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -22,7 +24,7 @@ NO_WORK = frozenset(
         "permute expand expand_as squeeze unsqueeze slice select narrow split split_with_sizes chunk unbind flatten "
         "unflatten view_as numpy_T detach detach_ alias lift_fresh to _to_copy contiguous result_type resolve_conj "
         "resolve_neg is_same_size size stride set_ requires_grad_ retain_grad _has_compatible_shallow_copy_type "
-        "lift_fresh_copy is_nonzero _local_scalar_dense item"
+        "lift_fresh_copy is_nonzero _local_scalar_dense item as_strided_ broadcast_tensors"
     ).split()
 )
 """Ops that launch no kernel of their own (views, metadata, allocation; a conversion or ``contiguous`` that copies
@@ -33,19 +35,29 @@ SYNCS = frozenset(("aten::_local_scalar_dense", "aten::nonzero", "aten::masked_s
 """Ops whose result depends on device data on the host: each one waits for the device."""
 
 
-def _counts(event: Any) -> tuple[int, bool]:
-    """(kernels under ``event``, whether ``event`` or a descendant does work)."""
+@functools.cache
+def _decomposes(name: str) -> bool:
+    """Whether the aten op ``name`` has no kernel of its own (PyTorch runs it as other ops: ``linear``, ``conv2d``)."""
+    op = getattr(torch.ops.aten, name.removeprefix("aten::"), None)
+    if op is None:
+        return True
+    overloads = [o for o in op.overloads() if "out" not in o and "names" not in o]
+    for overload in sorted(overloads, key=lambda o: (o != "Tensor", o != "default")):
+        try:
+            return getattr(op, overload).has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd)
+        except RuntimeError:  # an overload listed but not registered
+            continue
+    return False
+
+
+def _counts(event: Any) -> int:
+    """Kernels of ``event`` and its descendants."""
     name = event.name
     if name.startswith(("aten::_foreach_", "aten::_fused_")):
-        return 1, True
-    total, working = 0, False
-    for child in event.cpu_children:
-        kernels, child_working = _counts(child)
-        total += kernels
-        working |= child_working
-    if not working and name.startswith("aten::") and name not in NO_WORK:
-        return 1, True
-    return total, working
+        return 1
+    if name.startswith("aten::") and name not in NO_WORK and not _decomposes(name):
+        return 1
+    return sum(_counts(child) for child in event.cpu_children)
 
 
 def _in_optimizer(event: Any) -> bool:
@@ -74,7 +86,7 @@ def profile_call(fn: Callable[[], Any], device: torch.device | str = "cpu", warm
             torch.cuda.synchronize()
     events = prof.events()
     roots = [e for e in events if e.cpu_parent is None]
-    result = {"kernels": sum(_counts(e)[0] for e in roots),
+    result = {"kernels": sum(_counts(e) for e in roots),
               "syncs": sum(e.name in SYNCS and not _in_optimizer(e) for e in events),
               "aten_ops": sum(e.name.startswith("aten::") for e in events)}
     if cuda:
