@@ -47,6 +47,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rev", required=True, help="the earlier revision (a commit, tag or branch)")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--after-args", dest="after_args", default="",
+                        help="more run_benchmarks.py options for the after runs only (e.g. --channels-last; with "
+                             "--rev HEAD this compares one option on the same code)")
     parser.add_argument("--output", default=None)
     args = parser.parse_args(argv[:split])
     arguments = argv[split + 1:]
@@ -58,7 +61,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             order = ["before", "after"] if round_index % 2 == 0 else ["after", "before"]
             for version in order:
                 out = tmp / f"{version}-{round_index}.json"
-                runs[version].append(run(source if version == "before" else None, arguments, out))
+                extra = args.after_args.split() if version == "after" else []
+                runs[version].append(run(source if version == "before" else None, arguments + extra, out))
     rows: dict[str, dict[str, Any]] = {}
     for version, results in runs.items():
         for result in results:

@@ -11,7 +11,9 @@ another, so compgen and its peers see the same machine:
   of the peers: Paper A's official ``ContextUnet`` (imported from a local checkout of phys-ai/concept_graphs given by
   ``--peer-dir``; none of its code is in compgen), diffusers' ``UNet2DModel`` and ``torch.nn.TransformerEncoder``;
 - **flops**: each step's FLOPs (``torch.utils.flop_counter``) times steps per second, as a fraction of the matmul peak
-  measured in the same run;
+  measured in the same run in the precision the step's convolutions and matmuls run in (TF32 for CUDA convolutions
+  by default, and for CUDA matmuls when ``torch.backends.cuda.matmul.allow_tf32`` is on);
+- **kernels**: kernels and host synchronisations of one step, optimizer and EMA included (``step_profile.py``);
 - **sample**: images per second of DDPM sampling (DDIM, 50 steps) and MaskGIT decoding (12 steps);
 - **eval**: one learning-dynamics evaluation of the cpu-quick U-Net preset as a fraction of the training time between
   two evaluations;
@@ -60,10 +62,10 @@ def timed(fn: Callable[[], Any], items: int, repeats: int, warmup: int = 2, call
     return {"median": statistics.median(rates), "min": min(rates), "max": max(rates)}
 
 
-def count_flops(fn: Callable[[], Any]) -> int:
+def count_flops(fn: Callable[[], Any]) -> tuple[int, int]:
     """FLOPs of one call of ``fn`` (matmuls, convolutions and attention, forward and backward). The fused inference
     path of ``nn.TransformerEncoderLayer`` (one op the counter cannot see into) is off while counting: the same layer
-    as separate ops."""
+    as separate ops. Returns (all FLOPs, those of convolutions)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     count_cpu_attention()
@@ -74,7 +76,9 @@ def count_flops(fn: Callable[[], Any]) -> int:
             fn()
     finally:
         torch.backends.mha.set_fastpath_enabled(fastpath)
-    return int(counter.get_total_flops())
+    per_op = counter.get_flop_counts().get("Global", {})
+    convolutions = sum(count for op, count in per_op.items() if str(op).split(".")[1] in CONVOLUTIONS)
+    return int(counter.get_total_flops()), int(convolutions)
 
 
 def count_cpu_attention() -> None:
@@ -94,16 +98,36 @@ def count_cpu_attention() -> None:
         return flop_counter.sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
 
 
-def matmul_peak(device: torch.device, dtype: torch.dtype, sync: Callable[[], None]) -> float:
-    """FLOP/s of the best of a few square matmuls on this device (the roofline the steps are compared with)."""
+def matmul_peak(device: torch.device, dtype: torch.dtype, sync: Callable[[], None], tf32: bool = False) -> float:
+    """FLOP/s of the best of a few square matmuls on this device (the roofline the steps are compared with); on
+    CUDA with ``tf32``, fp32 matmuls run in TF32 (tensor cores), as convolutions do by default there."""
     best = 0.0
-    for n in (256, 512, 1024) if device.type == "cpu" else (2048, 4096, 8192):
-        a = torch.randn(n, n, device=device, dtype=dtype)
-        b = torch.randn(n, n, device=device, dtype=dtype)
-        rate = timed(lambda a=a, b=b: a @ b, items=1, repeats=3, calls=3 if device.type == "cpu" else 20,
-                     sync=sync)["median"]
-        best = max(best, rate * 2 * n**3)
+    previous = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
+        for n in (256, 512, 1024) if device.type == "cpu" else (2048, 4096, 8192):
+            a = torch.randn(n, n, device=device, dtype=dtype)
+            b = torch.randn(n, n, device=device, dtype=dtype)
+            rate = timed(lambda a=a, b=b: a @ b, items=1, repeats=3, calls=3 if device.type == "cpu" else 20,
+                         sync=sync)["median"]
+            best = max(best, rate * 2 * n**3)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous
     return best
+
+
+def precisions(device: torch.device, dtype: torch.dtype | None) -> dict[str, str]:
+    """The precision convolutions and matmuls of an fp32 step run in on ``device``: TF32 on CUDA where PyTorch's
+    switches allow it (``torch.backends.cudnn.allow_tf32``, on by default; ``torch.backends.cuda.matmul.allow_tf32``,
+    off by default), else the step's dtype."""
+    if dtype is not None:
+        return {"conv": str(dtype).removeprefix("torch."), "matmul": str(dtype).removeprefix("torch.")}
+    cuda = device.type == "cuda"
+    return {"conv": "tf32" if cuda and torch.backends.cudnn.allow_tf32 else "fp32",
+            "matmul": "tf32" if cuda and torch.backends.cuda.matmul.allow_tf32 else "fp32"}
+
+
+CONVOLUTIONS = ("convolution", "_convolution", "convolution_backward", "cudnn_convolution", "mkldnn_convolution")
 
 
 # --- the models ------------------------------------------------------------------------------------------------
@@ -133,6 +157,9 @@ def task_step(task, batch: dict[str, torch.Tensor], device: torch.device, dtype:
     from compgen.training.ema import ExponentialMovingAverage, MomentumSchedule
 
     task.to(device)
+    if CHANNELS_LAST and any(isinstance(m, torch.nn.Conv2d) for m in task.model.modules()):
+        task.model.to(memory_format=torch.channels_last)
+        batch = {**batch, "images": batch["images"].contiguous(memory_format=torch.channels_last)}
     model = torch.compile(task.model, mode=compile_mode) if compile_mode else task.model
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4,
                                   **optimizer_options(device))
@@ -154,6 +181,9 @@ def task_step(task, batch: dict[str, torch.Tensor], device: torch.device, dtype:
 
     return step
 
+
+CHANNELS_LAST = False
+"""``--channels-last``: compgen's convolutional models and their input images in channels-last memory order."""
 
 ADAMW = "compgen"
 """``--adamw``: the AdamW implementation of compgen's steps: ``compgen`` (the loop's choice), ``fused``, ``foreach``
@@ -241,15 +271,24 @@ class Bench:
         self.compile, self.kernels_only = compile_models, kernels_only
         self.sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
         self.results: list[dict[str, Any]] = []
-        self.peak = 0.0 if kernels_only else matmul_peak(device, dtype or torch.float32, self.sync)
+        self.precision = precisions(device, dtype)
+        self.peaks = {} if kernels_only else {
+            precision: matmul_peak(device, dtype or torch.float32, self.sync, tf32=precision == "tf32")
+            for precision in sorted(set(self.precision.values()))}
+        self.peak = self.peaks.get(self.precision["matmul"], 0.0)
 
-    def record(self, name: str, kind: str, rate: dict[str, float], unit: str, flops: int | None = None,
+    def roofline(self, flops: int, conv_flops: int) -> float:
+        """FLOP/s of a step whose convolutions and matmuls each run at the matmul peak of their precision."""
+        seconds = conv_flops / self.peaks[self.precision["conv"]] + (flops - conv_flops) / self.peak
+        return flops / seconds
+
+    def record(self, name: str, kind: str, rate: dict[str, float], unit: str, flops: tuple[int, int] | None = None,
                **extra: Any) -> None:
         entry = {"name": name, "kind": kind, "unit": unit, **{k: round(v, 3) for k, v in rate.items()}, **extra}
         if flops:
             steps_per_second = rate["median"] / extra.get("batch_size", 1)
-            entry["flops_per_step"] = flops
-            entry["peak_fraction"] = round(flops * steps_per_second / self.peak, 4)
+            entry["flops_per_step"], entry["conv_flops_per_step"] = flops
+            entry["peak_fraction"] = round(flops[0] * steps_per_second / self.roofline(*flops), 4)
         self.results.append(entry)
         print(f"{kind:6s} {name:42s} {rate['median']:10.1f} {unit} (min {rate['min']:.1f}, max {rate['max']:.1f})"
               + (f", {entry['peak_fraction']:.1%} of matmul peak" if flops else ""), flush=True)
@@ -448,7 +487,9 @@ class Bench:
 
 def markdown(results: list[dict[str, Any]], header: dict[str, Any]) -> str:
     lines = [f"Device: {header['device']} ({header['machine']}), torch {header['torch']}, {header['threads']} "
-             f"thread(s), {header['precision']}; matmul peak measured: {header['matmul_peak_tflops']:.3f} TFLOP/s.",
+             f"thread(s), {header['precision']}; convolutions in {header['op_precision']['conv']}, matmuls in "
+             f"{header['op_precision']['matmul']}; matmul peak measured: "
+             + ", ".join(f"{v:.3f} TFLOP/s ({k})" for k, v in header["peak_tflops"].items()) + ".",
              "", "| kind | benchmark | median | min | max | unit | share of matmul peak | kernels per step |",
              "|---|---|---|---|---|---|---|---|"]
     for r in results:
@@ -470,6 +511,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--threads", type=int, default=1, help="CPU threads (torch.set_num_threads)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--bf16", action="store_true", help="bf16 autocast for the training steps")
+    parser.add_argument("--tf32", action="store_true",
+                        help="TF32 matmuls on CUDA (torch.backends.cuda.matmul.allow_tf32; convolutions use TF32 "
+                             "there by default)")
     parser.add_argument("--peer-dir", "--peer_dir", dest="peer_dir", default=None,
                         help="a checkout of phys-ai/concept_graphs (for the official ContextUnet)")
     parser.add_argument("--compile", nargs="?", const="default", default=None, metavar="MODE",
@@ -477,6 +521,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                              "max-autotune)")
     parser.add_argument("--kernels-only", "--kernels_only", dest="kernels_only", action="store_true",
                         help="only count each training step's kernels and host syncs (no timing)")
+    parser.add_argument("--channels-last", "--channels_last", dest="channels_last", action="store_true",
+                        help="compgen's convolutional models and images in channels-last memory order")
     parser.add_argument("--adamw", choices=["compgen", "fused", "foreach", "loop"], default="compgen",
                         help="AdamW implementation of compgen's steps (compgen: the training loop's choice)")
     parser.add_argument("--skip", nargs="+", default=[],
@@ -488,8 +534,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                         help="also train the cpu-quick U-Net preset until every level reaches 0.9 (minutes)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    global ADAMW
-    ADAMW = args.adamw
+    if args.tf32:
+        torch.backends.cuda.matmul.allow_tf32 = True
+    global ADAMW, CHANNELS_LAST
+    ADAMW, CHANNELS_LAST = args.adamw, args.channels_last
     device = torch.device(args.device)
     dtype = torch.bfloat16 if args.bf16 else None
     bench = Bench(device, args.repeats, dtype, args.peer_dir, args.compile, args.kernels_only, args.skip)
@@ -511,7 +559,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         bench.evaluation_fraction()
     header = {"device": str(device) if cpu else torch.cuda.get_device_name(device), "machine": platform.processor()
               or platform.machine(), "torch": torch.__version__, "threads": args.threads,
-              "precision": "bf16 autocast" if dtype else "fp32", "matmul_peak_tflops": bench.peak / 1e12}
+              "precision": "bf16 autocast" if dtype else "fp32", "matmul_peak_tflops": bench.peak / 1e12,
+              "peak_tflops": {k: v / 1e12 for k, v in bench.peaks.items()}, "op_precision": bench.precision}
     if args.time_to_emergence:
         header["time_to_emergence"] = time_to_emergence()
     if args.output:
