@@ -525,6 +525,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                         help="compgen's convolutional models and images in channels-last memory order")
     parser.add_argument("--adamw", choices=["compgen", "fused", "foreach", "loop"], default="compgen",
                         help="AdamW implementation of compgen's steps (compgen: the training loop's choice)")
+    parser.add_argument("--sample-batch", "--sample_batch", dest="sample_batch", type=int, default=None,
+                        help="images per U-Net sampling call (default 64 on a CPU, 512 on a GPU)")
     parser.add_argument("--skip", nargs="+", default=[],
                         help="leave out the rows whose names match these regular expressions")
     parser.add_argument("--only", nargs="+", default=None,
@@ -554,7 +556,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     if "tokens" in wanted:
         bench.tokenizer_and_dit(64)
     if "sample" in wanted:
-        bench.sampling(64 if cpu else 512, 256 if cpu else 1024)
+        bench.sampling(args.sample_batch or (64 if cpu else 512), 256 if cpu else 1024)
     if "eval" in wanted:
         bench.evaluation_fraction()
     header = {"device": str(device) if cpu else torch.cuda.get_device_name(device), "machine": platform.processor()
