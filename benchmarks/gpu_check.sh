@@ -18,7 +18,8 @@ START=$(date +%s)
 SPEED_S=300               # seconds kept for the speed jobs
 BUDGET=${BUDGET_S:-$([[ $JOBS == speed ]] && echo $SPEED_S || echo $((470 + SPEED_S)))}   # seconds for the whole check
 mkdir -p "$OUT"
-python -m pip install --quiet -e . 2>&1 | tail -1
+python -m pip install --quiet -e . 2>&1 | tail -1 || true   # offline: the source tree below serves
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 nvidia-smi --query-gpu=name,memory.total --format=csv | tee "$OUT/gpu.txt"
 left() { echo $(( BUDGET - ($(date +%s) - START) )); }
 run() {  # run NAME LIMIT_S COMMAND...: one job, stopped at its limit (what it logged so far still comes back)
@@ -36,7 +37,8 @@ speed_jobs() {  # 2. Speed: each job under its own limit, 300 s in all
     # compgen's paper-size steps and its sampler under torch.compile with CUDA graphs (peers are in the eager run).
     run speed-suite-compiled 100 "${bench[@]}" --only unet-paper transformer-paper sample --compile reduce-overhead \
         --skip diffusers official TransformerEncoder '512\)$' '512\), compiled' 'paper layout$' 'L12\)$' \
-        'MaskGIT decoding' 'DDIM 50 steps, compgen U-Net \(64, 128\)$' --output "$OUT/speed-suite-compiled.json"
+        'MaskGIT decoding' 'DDIM 50 steps, compgen U-Net \(64, 128\)(, paper layout)?$' \
+        'U-Net \(64, 128\), paper layout, compiled' --output "$OUT/speed-suite-compiled.json"
     # The paper U-Net preset (Paper A's exact layout), compiled with CUDA graphs, one evaluation at the end.
     run speed-paper-unet $(( $(left) - 5 )) python examples/train_tuple_unet.py --preset paper --seed 0 \
         --torch_compile reduce-overhead --eval_steps 7800 --output_dir "$OUT/speed-paper-unet"
