@@ -306,6 +306,33 @@ class Bench:
                 self.train(row, task_step(make_task(), batch, self.device, self.dtype, compile_mode=mode, ema=ema),
                            batch_size)
 
+    def train_pair(self, names: list[str], steps: list[Callable[[], None] | None], batch_size: int) -> None:
+        """Two steps timed call by call in turn (so both see the same load on a shared machine); the second row also
+        gets ``cost_vs_first``, the median over the pairs of calls of its time over the first's."""
+        if self.kernels_only or None in steps:
+            for name, step in zip(names, steps, strict=True):
+                if step is not None:
+                    self.train(name, step, batch_size)
+            return
+        for step in steps:  # warm-up, as timed() does
+            step()
+            step()
+        self.sync()
+        seconds: list[list[float]] = [[], []]
+        for _ in range(3 * self.repeats):
+            for index, step in enumerate(steps):
+                start = time.perf_counter()
+                step()
+                self.sync()
+                seconds[index].append(time.perf_counter() - start)
+        ratios = [b / a for a, b in zip(*seconds, strict=True)]
+        for index, (name, step) in enumerate(zip(names, steps, strict=True)):
+            rates = [batch_size / s for s in seconds[index]]
+            rate = {"median": statistics.median(rates), "min": min(rates), "max": max(rates)}
+            extra = {"cost_vs_first": round(statistics.median(ratios), 3)} if index else {}
+            self.record(name, "train", rate, "img/s", count_flops(step), batch_size=batch_size,
+                        **profile_call(step, self.device, warmup=0), **extra)
+
     def train(self, name: str, step: Callable[[], None], batch_size: int, calls: int = 3) -> None:
         if not self.wanted(name):
             return
@@ -384,10 +411,14 @@ class Bench:
     def transformers(self, configs: list[tuple[str, int, int, int, int]]) -> None:
         for label, hidden, layers, heads, batch_size in configs:
             batch = make_batch(batch_size, self.device)
-            for jepa in (False, True):
-                self.train_task(f"compgen MaskGIT{' + JEPA' if jepa else ''} {label} (h{hidden}, L{layers})",
-                                lambda j=jepa, c=(hidden, layers, heads, batch): token_models(*c, j), batch,
-                                batch_size)
+            for mode in [None] + ([self.compile] if self.compile else []):
+                suffix = f", compiled ({mode})" if mode else ""
+                names = [f"compgen MaskGIT{' + JEPA' if jepa else ''} {label} (h{hidden}, L{layers}){suffix}"
+                         for jepa in (False, True)]
+                steps = [task_step(token_models(hidden, layers, heads, batch, jepa), batch, self.device, self.dtype,
+                                   compile_mode=mode) if self.wanted(name) else None
+                         for jepa, name in zip((False, True), names, strict=True)]
+                self.train_pair(names, steps, batch_size)
             torch.manual_seed(0)
             encoder = torch.nn.Sequential(
                 torch.nn.Embedding(257, hidden),
