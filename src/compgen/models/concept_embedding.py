@@ -129,10 +129,13 @@ class ConceptEmbedding(nn.Module):
         concepts: torch.Tensor,
         concept_values: torch.Tensor | None = None,
         drop_mask: torch.Tensor | None = None,
+        check_values: bool = True,
     ) -> torch.Tensor:
         """Embed ``concepts`` (B, V) long; ``concept_values`` (B, num_value_dims) for the continuous variables
-        (canonical class values when ``None``); ``drop_mask`` (B, V) bool selects the null embeddings."""
-        self.validate_concepts(concepts)
+        (canonical class values when ``None``); ``drop_mask`` (B, V) bool selects the null embeddings.
+        ``check_values=False`` skips the range check of the indices (for inputs another forward already checked)."""
+        if check_values:
+            self.validate_concepts(concepts)
         batch_size = concepts.shape[0]
         if concept_values is not None:
             if not self.continuous_names:
