@@ -4,7 +4,8 @@ On a CPU there are no device kernels to count, so one is approximated by an aten
 outermost such op in the profiler's op tree: a CPU implementation may call helper ops that a GPU kernel does not, and
 an op that PyTorch decomposes into others, such as ``linear`` or ``cross_entropy``, counts as its parts), not counting
 ops that only make views, read metadata or allocate. A multi-tensor op (``_foreach_*``, ``_fused_*``) counts once, as
-the multi-tensor kernel it launches on a GPU. On CUDA the profiler's own kernel events are counted instead. A host
+the multi-tensor kernel it launches on a GPU, and a kernel that ``torch.compile`` generated for the CPU counts once
+(:func:`profile_call` has inductor record them). On CUDA the profiler's own kernel events are counted instead. A host
 synchronisation is an op that reads device data on the host (``item``, ``nonzero``, ...), outside the optimizer,
 whose step counters stay on the host.
 """
@@ -16,7 +17,10 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch._inductor.config
 from torch.profiler import ProfilerActivity, profile
+
+torch._inductor.config.cpp.enable_kernel_profile = True  # kernels that torch.compile generates for a CPU are profiled
 
 NO_WORK = frozenset(
     "aten::" + name for name in (
@@ -24,7 +28,7 @@ NO_WORK = frozenset(
         "permute expand expand_as squeeze unsqueeze slice select narrow split split_with_sizes chunk unbind flatten "
         "unflatten view_as numpy_T detach detach_ alias lift_fresh to _to_copy contiguous result_type resolve_conj "
         "resolve_neg is_same_size size stride set_ requires_grad_ retain_grad _has_compatible_shallow_copy_type "
-        "lift_fresh_copy is_nonzero _local_scalar_dense item as_strided_ broadcast_tensors"
+        "lift_fresh_copy is_nonzero _local_scalar_dense item as_strided_ broadcast_tensors new_empty_strided"
     ).split()
 )
 """Ops that launch no kernel of their own (views, metadata, allocation; a conversion or ``contiguous`` that copies
@@ -53,7 +57,7 @@ def _decomposes(name: str) -> bool:
 def _counts(event: Any) -> int:
     """Kernels of ``event`` and its descendants."""
     name = event.name
-    if name.startswith(("aten::_foreach_", "aten::_fused_")):
+    if name.startswith(("aten::_foreach_", "aten::_fused_")) or "_cpp_fused_" in name:  # (inductor's CPU kernels)
         return 1
     if name.startswith("aten::") and name not in NO_WORK and not _decomposes(name):
         return 1
