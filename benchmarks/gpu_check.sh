@@ -39,6 +39,9 @@ speed_jobs() {  # 2. Speed: each job under its own limit, 300 s in all
         --skip diffusers official TransformerEncoder '512\)$' '512\), compiled' 'paper layout$' 'L12\)$' \
         'MaskGIT decoding' 'DDIM 50 steps, compgen U-Net \(64, 128\)(, paper layout)?$' \
         'U-Net \(64, 128\), paper layout, compiled' --output "$OUT/speed-suite-compiled.json"
+    # channels_last for the paper-layout U-Net step (off in compgen until a GPU shows a gain).
+    run speed-channels-last 30 "${bench[@]}" --only unet-paper --channels-last --skip diffusers official '512\)$' \
+        --output "$OUT/speed-channels-last.json"
     # The paper U-Net preset (Paper A's exact layout), compiled with CUDA graphs, one evaluation at the end.
     run speed-paper-unet $(( $(left) - 5 )) python examples/train_tuple_unet.py --preset paper --seed 0 \
         --torch_compile reduce-overhead --eval_steps 7800 --output_dir "$OUT/speed-paper-unet"
