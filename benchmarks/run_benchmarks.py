@@ -402,7 +402,7 @@ class Bench:
 
         return sample
 
-    def peer_module(self):
+    def peer_module(self) -> Any:
         """The official code's ``train.py`` as a module (from ``--peer-dir``)."""
         from compgen.training.runner import load_script
 

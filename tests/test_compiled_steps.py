@@ -12,8 +12,13 @@ import pytest
 import torch
 from diffusers import DDPMScheduler
 
-from compgen import MaskGITScheduler, MaskGITTransformer, TupleConditionedDiT, TupleConditionedUNet2DModel
-from compgen import shapes_space
+from compgen import (
+    MaskGITScheduler,
+    MaskGITTransformer,
+    TupleConditionedDiT,
+    TupleConditionedUNet2DModel,
+    shapes_space,
+)
 from compgen.models.vq_tokenizer import build_vq_tokenizer
 from compgen.shapes import shapes_continuous_concepts
 from compgen.training import acceleration
@@ -52,8 +57,9 @@ def maskgit(jepa_weight: float) -> MaskGITTask:
     vqvae = tokenizer()
     transformer = MaskGITTransformer(SPACE.to_dict(), codebook_size=16, grid_size=7, hidden_size=16, num_layers=2,
                                      num_heads=2, conditioning="full", continuous_concepts=VALUES, concept_dropout=0.1)
-    return MaskGITTask(transformer, vqvae, MaskGITScheduler(mask_token_id=16), precompute_tokens(vqvae, batch()["uint8"]),
-                       jepa_weight=jepa_weight, jepa_layers=(1, 2) if jepa_weight else None, total_steps=4)
+    tokens = precompute_tokens(vqvae, batch()["uint8"])
+    return MaskGITTask(transformer, vqvae, MaskGITScheduler(mask_token_id=16), tokens, jepa_weight=jepa_weight,
+                       jepa_layers=(1, 2) if jepa_weight else None, total_steps=4)
 
 
 def dit() -> DiTTask:

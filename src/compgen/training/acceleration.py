@@ -7,9 +7,13 @@ Each is a choice of implementation, not of the computation: the same options tra
 from __future__ import annotations
 
 import weakref
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from accelerate.utils import TorchDynamoPlugin
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 """``torch.compile`` modes of ``--torch_compile``: inductor's default, ``reduce-overhead`` (CUDA graphs: one launch
@@ -43,7 +47,7 @@ def compile_mode(value: bool | str | None) -> str | None:
     return None if parsed is False else "default" if parsed is True else parsed
 
 
-def dynamo_plugin(value: bool | str | None):
+def dynamo_plugin(value: bool | str | None) -> TorchDynamoPlugin:
     """Accelerate's ``TorchDynamoPlugin`` for a ``--torch_compile`` value (inductor, in its mode; or none)."""
     from accelerate.utils import TorchDynamoPlugin
 
