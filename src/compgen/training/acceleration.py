@@ -6,7 +6,6 @@ Each is a choice of implementation, not of the computation: the same options tra
 
 from __future__ import annotations
 
-import weakref
 from typing import TYPE_CHECKING
 
 import torch
@@ -71,15 +70,16 @@ def to_device(tensor: torch.Tensor, device: torch.device | str) -> torch.Tensor:
     return tensor.to(device)
 
 
-_COMPILED: weakref.WeakKeyDictionary[nn.Module, dict[str, nn.Module]] = weakref.WeakKeyDictionary()
-
-
 def compiled_for_sampling(model: nn.Module, mode: str | None) -> nn.Module:
     """``model`` under ``torch.compile(mode=mode)`` for sampling (``model`` itself when ``mode`` is ``None``), compiled
-    once per model and mode: every evaluation reuses the graphs of the first."""
+    once per model and mode: every evaluation reuses the graphs of the first. The compiled wrappers live on the model
+    (outside its submodules and state dict), so they go with it."""
     if mode is None:
         return model
-    per_model = _COMPILED.setdefault(model, {})
+    per_model = model.__dict__.get("_compiled_for_sampling")
+    if per_model is None:
+        per_model = {}
+        object.__setattr__(model, "_compiled_for_sampling", per_model)  # not a submodule: no state, no .to()
     if mode not in per_model:
         per_model[mode] = torch.compile(model, mode=mode)
     return per_model[mode]
