@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="a local checkout of https://github.com/phys-ai/concept_graphs")
     parser.add_argument("--block_out_channels", default="64,128", help="the first entry is the peer's n_feat")
     for option in ("conditioning", "num_train_timesteps", "prediction_type", "layers_per_block",
-                   "eval_inference_steps", "concept_dropout", "concept_modulation"):
+                   "eval_inference_steps", "concept_dropout", "concept_modulation", "block_type", "norm_type"):
         parser.add_argument(f"--{option}", default=None, help=argparse.SUPPRESS)  # accepted for flag parity
     PEER = import_peer(parser.parse_known_args(argv)[0].peer_dir)
     args, config, run = prepare_run(parser, UNET_SCRIPT.PRESETS, argv)

@@ -16,10 +16,12 @@ from compgen.training.ddpm_task import DDPMTask
 from compgen.training.script import prepare_run
 
 PRESETS = {
-    # Paper A (Okawa et al. 2023, Appendix A, and its public code): width 256, Adam 1e-4 decayed linearly to 0,
-    # batch 64, 100 epochs of 5000 images.
+    # Paper A (Okawa et al. 2023, Appendix A, and its public code): the official ContextUnet's layout at width 256
+    # (BatchNorm blocks, 27.0M parameters), Adam 1e-4 decayed linearly to 0, batch 64, 100 epochs of 5000 images.
     "paper": dict(
         block_out_channels="256,512",
+        block_type="paper",
+        norm_type="batch",
         learning_rate=1e-4,
         lr_scheduler="linear",
         train_batch_size=64,
@@ -67,6 +69,9 @@ def check_arguments(args: argparse.Namespace) -> None:
             raise ValueError(f"--{name} must be at least 1, got {getattr(args, name)}")
     if not 0 <= args.concept_dropout < 1:
         raise ValueError(f"--concept_dropout must be in [0, 1), got {args.concept_dropout}")
+    if args.block_type == "paper" and args.layers_per_block != 2:
+        raise ValueError("--block_type paper is the official layout (one block per down stage, two per up stage): "
+                         f"--layers_per_block must be 2, got {args.layers_per_block}")
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -79,6 +84,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--num_train_timesteps", type=int, default=500)
     parser.add_argument("--prediction_type", default="epsilon", choices=["epsilon", "v_prediction", "sample"])
     parser.add_argument("--layers_per_block", type=int, default=2)
+    parser.add_argument("--block_type", default="residual", choices=["residual", "paper"],
+                        help="compgen's residual U-Net, or Paper A's official ContextUnet layout layer for layer")
+    parser.add_argument("--norm_type", default="group", choices=["group", "batch"],
+                        help="normalisation in the conv blocks: GroupNorm, or BatchNorm as the official code")
     parser.add_argument("--eval_inference_steps", type=int, default=20)
     args, config, run = prepare_run(parser, PRESETS, argv, validate=check_arguments)
 
@@ -91,6 +100,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
         continuous_concepts=run.continuous_concepts if args.conditioning == "full" else {},
         concept_dropout=args.concept_dropout,
         concept_modulation=args.concept_modulation,
+        block_type=args.block_type,
+        norm_type=args.norm_type,
+        num_train_timesteps=args.num_train_timesteps,
     )
     task = DDPMTask(unet, paper_ddpm_scheduler(args.num_train_timesteps, args.prediction_type),
                     eval_inference_steps=args.eval_inference_steps)

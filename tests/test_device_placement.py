@@ -59,10 +59,10 @@ def meta_accelerator(monkeypatch):
     monkeypatch.setattr(Accelerator, "device", property(lambda self: META))
 
 
-def unet_task(data: ConceptImageData, dropout: float = 0.0) -> DDPMTask:
+def unet_task(data: ConceptImageData, dropout: float = 0.0, **options) -> DDPMTask:
     unet = TupleConditionedUNet2DModel(data.space.to_dict(), block_out_channels=(8, 16), norm_num_groups=4,
                                        conditioning="full", continuous_concepts=shapes_continuous_concepts(data.space),
-                                       concept_dropout=dropout)
+                                       concept_dropout=dropout, **options)
     return DDPMTask(unet, DDPMScheduler(num_train_timesteps=50, prediction_type="v_prediction"))
 
 
@@ -84,6 +84,7 @@ def vq_task(data: ConceptImageData) -> VQTask:
 TASKS = {
     "ddpm": lambda data: unet_task(data),
     "ddpm-concept-dropout": lambda data: unet_task(data, dropout=0.2),
+    "ddpm-paper-layout": lambda data: unet_task(data, block_type="paper", norm_type="batch"),
     "maskgit": lambda data: maskgit_task(data, jepa_weight=0.0),
     "maskgit-jepa": lambda data: maskgit_task(data, jepa_weight=0.6),
     "vq": vq_task,

@@ -86,3 +86,21 @@ def test_ema_update_math_and_schedule():
     for old, new, current in zip(before, target.shadow.parameters(), online.parameters(), strict=True):
         torch.testing.assert_close(new, 0.95 * old + 0.05 * current)
     assert target.update(online, step=10) == pytest.approx(1.0)
+
+
+def test_target_hidden_states_stop_at_the_deepest_layer_with_the_same_values():
+    """The target encoder computes only the blocks up to the deepest JEPA layer, without the output head: its hidden
+    states are those of the full forward."""
+    online, target, predictor, tokens, concepts, mask = make_setup()
+    with torch.no_grad():
+        full = target.shadow(tokens, concepts, output_hidden_states=True).hidden_states
+        truncated = target.shadow.hidden_states(tokens, concepts, num_layers=3)
+    assert len(full) == 5 and len(truncated) == 4
+    for a, b in zip(truncated, full, strict=False):
+        torch.testing.assert_close(a, b)
+    context = online(torch.where(mask, 16, tokens), concepts, output_hidden_states=True).hidden_states
+    predictions = predictor(context)
+    torch.testing.assert_close(jepa_loss(predictions, truncated, mask), jepa_loss(predictions, full, mask))
+    # The loss over several layers is the mean of the single-layer losses.
+    per_layer = [jepa_loss({layer: predictions[layer]}, full, mask) for layer in predictor.layers]
+    torch.testing.assert_close(jepa_loss(predictions, full, mask), torch.stack(per_layer).mean())

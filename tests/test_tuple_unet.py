@@ -179,3 +179,50 @@ def test_save_load_round_trip(tmp_path):
     assert loaded.config.continuous_concepts == shapes_continuous_concepts(SPACE)
     sample, timesteps, concepts = batch()
     torch.testing.assert_close(loaded(sample, timesteps, concepts).sample, unet(sample, timesteps, concepts).sample)
+
+
+PAPER = {"block_type": "paper", "norm_type": "batch", "layers_per_block": 2}
+
+
+@pytest.mark.parametrize("mode", [{"conditioning": "quantized"}, {"conditioning": "full"}, {"concept_dropout": 0.1},
+                                  {"norm_type": "group"}, {"concept_modulation": "film"}])
+def test_paper_layout_forward_and_gradients(mode):
+    unet = make_unet(**{**PAPER, **mode}).train()
+    sample, timesteps, concepts = batch()
+    out = unet(sample, timesteps, concepts).sample
+    assert out.shape == sample.shape and torch.isfinite(out).all()
+    out.square().mean().backward()
+    missing = {name for name, p in unet.named_parameters() if p.grad is None}
+    assert missing <= {"concept_embedding.null_embedding"}  # the null gets gradients only where a concept drops
+    norms = {type(m) for m in unet.modules()} & {torch.nn.BatchNorm2d, torch.nn.GroupNorm}
+    assert torch.nn.BatchNorm2d in norms or mode.get("norm_type") == "group"
+
+
+def test_paper_layout_config_round_trip_and_checks(tmp_path):
+    unet = make_unet(conditioning="full", **PAPER).train()
+    sample, timesteps, concepts = batch()
+    unet(sample, timesteps, concepts)  # one training forward moves the BatchNorm running statistics
+    unet.eval().save_pretrained(tmp_path)
+    loaded = TupleConditionedUNet2DModel.from_pretrained(tmp_path)
+    assert (loaded.config.block_type, loaded.config.norm_type, loaded.config.num_train_timesteps) == ("paper",
+                                                                                                       "batch", 500)
+    torch.testing.assert_close(loaded(sample, timesteps, concepts).sample, unet(sample, timesteps, concepts).sample)
+    with pytest.raises(ValueError, match="layers_per_block must be 2"):
+        make_unet(block_type="paper", layers_per_block=1)
+    with pytest.raises(ValueError, match="block_type"):
+        make_unet(block_type="dense")
+    with pytest.raises(ValueError, match="norm_type"):
+        make_unet(norm_type="layer")
+
+
+def test_residual_layout_builds_what_it_built_before_the_paper_layout():
+    """The cpu-quick preset's model (widths 32, 64, one block per stage) is unchanged: same weights, same shapes."""
+    torch.manual_seed(0)
+    unet = TupleConditionedUNet2DModel(SPACE.to_dict(), block_out_channels=(32, 64), layers_per_block=1,
+                                       conditioning="full", continuous_concepts=shapes_continuous_concepts(SPACE))
+    assert sum(p.numel() for p in unet.parameters()) == 401699
+    assert (unet.config.block_type, unet.config.norm_type) == ("residual", "group")
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in unet.modules())
+    names = list(unet.state_dict())
+    assert names[:3] == ["conv_in.conv1.weight", "conv_in.conv1.bias", "conv_in.norm1.weight"]
+    assert "time_embedding.linear_1.weight" in names and "concept_embedding.embedders.shape.weight" in names

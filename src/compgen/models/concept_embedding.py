@@ -9,16 +9,19 @@ the unconditional branch of classifier-free guidance.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ..concepts import ConceptSpace, ConceptSpaceLike
 
 CONDITIONING_MODES = ("quantized", "full")
+CATEGORICAL_EMBEDDINGS = ("table", "one_hot_mlp")
 
 
 def check_conditioning(conditioning: str, continuous_concepts: Mapping | None, concept_dropout: float) -> None:
@@ -44,6 +47,10 @@ class ConceptEmbedding(nn.Module):
             "size": [[2.7], [1.6]]}``. Variables listed here are embedded from continuous values by an MLP;
             the table supplies the values when none are given (test-time conditioning on the class values).
         use_null: Learn a null embedding per variable, used where ``drop_mask`` is ``True``.
+        categorical: How class indices are embedded: ``"table"`` (a lookup table) or ``"one_hot_mlp"`` (Paper A's
+            official code: ``Linear, GELU, Linear`` on the one-hot vector).
+        split_dims: Widths that add up to ``embedding_dim``: each variable then has one embedder per width and its
+            embedding is their concatenation (Paper A's official U-Net embeds every concept once per decoder stage).
     """
 
     def __init__(
@@ -52,8 +59,15 @@ class ConceptEmbedding(nn.Module):
         embedding_dim: int,
         continuous_concepts: Mapping[str, Sequence[Sequence[float]]] | None = None,
         use_null: bool = False,
+        categorical: str = "table",
+        split_dims: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
+        if categorical not in CATEGORICAL_EMBEDDINGS:
+            raise ValueError(f"categorical must be one of {CATEGORICAL_EMBEDDINGS}, got {categorical!r}")
+        split_dims = list(split_dims or [embedding_dim])
+        if sum(split_dims) != embedding_dim or min(split_dims) < 1:
+            raise ValueError(f"split_dims {split_dims} must be positive and add up to embedding_dim {embedding_dim}")
         space = ConceptSpace.from_dict(concept_space)
         continuous_concepts = dict(continuous_concepts or {})
         unknown = sorted(set(continuous_concepts) - set(space.names))
@@ -73,11 +87,12 @@ class ConceptEmbedding(nn.Module):
                 self.value_dims[variable.name] = table.shape[1]
                 # The canonical values are part of the config, so they are not saved with the weights.
                 self.register_buffer(f"{variable.name}_values", table, persistent=False)
-                self.embedders[variable.name] = nn.Sequential(
-                    nn.Linear(table.shape[1], embedding_dim), nn.GELU(), nn.Linear(embedding_dim, embedding_dim)
-                )
+                parts = [_mlp(table.shape[1], dim) for dim in split_dims]
+            elif categorical == "one_hot_mlp":
+                parts = [OneHotMLP(variable.num_values, dim) for dim in split_dims]
             else:
-                self.embedders[variable.name] = nn.Embedding(variable.num_values, embedding_dim)
+                parts = [nn.Embedding(variable.num_values, dim) for dim in split_dims]
+            self.embedders[variable.name] = parts[0] if len(parts) == 1 else SplitEmbedder(parts)
         self.null_embedding = nn.Parameter(torch.randn(space.num_variables, embedding_dim)) if use_null else None
 
     @property
@@ -95,9 +110,10 @@ class ConceptEmbedding(nn.Module):
             )
         if concepts.dtype.is_floating_point or concepts.dtype == torch.bool:
             raise ValueError(f"concepts must be integer class indices, got dtype {concepts.dtype}")
-        if concepts.device.type != "cpu":
-            # The value check reads the data, a host synchronisation on an accelerator at every step: there, the
-            # pipelines (prepare_concept_inputs) and the datasets (ClassLabel columns) validate indices.
+        if concepts.device.type != "cpu" or torch.compiler.is_compiling():
+            # The value check reads the data, a host synchronisation on an accelerator at every step (and a graph
+            # break under torch.compile): there, the pipelines (prepare_concept_inputs) and the datasets (ClassLabel
+            # columns) validate indices.
             return
         out_of_range = (concepts < 0) | (concepts >= self.cardinalities)
         if out_of_range.any():
@@ -113,10 +129,13 @@ class ConceptEmbedding(nn.Module):
         concepts: torch.Tensor,
         concept_values: torch.Tensor | None = None,
         drop_mask: torch.Tensor | None = None,
+        check_values: bool = True,
     ) -> torch.Tensor:
         """Embed ``concepts`` (B, V) long; ``concept_values`` (B, num_value_dims) for the continuous variables
-        (canonical class values when ``None``); ``drop_mask`` (B, V) bool selects the null embeddings."""
-        self.validate_concepts(concepts)
+        (canonical class values when ``None``); ``drop_mask`` (B, V) bool selects the null embeddings.
+        ``check_values=False`` skips the range check of the indices (for inputs another forward already checked)."""
+        if check_values:
+            self.validate_concepts(concepts)
         batch_size = concepts.shape[0]
         if concept_values is not None:
             if not self.continuous_names:
@@ -139,7 +158,7 @@ class ConceptEmbedding(nn.Module):
                 values = values_by_name.get(name)
                 if values is None:
                     values = getattr(self, f"{name}_values")[concepts[:, column]]
-                embeddings.append(embedder(values.to(embedder[0].weight.dtype)))
+                embeddings.append(embedder(values.to(self.weight_dtype)))
             else:
                 embeddings.append(embedder(concepts[:, column]))
         embedded = torch.stack(embeddings, dim=1)
@@ -155,6 +174,36 @@ class ConceptEmbedding(nn.Module):
             null = self.null_embedding.to(embedded.dtype).expand_as(embedded)
             embedded = torch.where(drop_mask.unsqueeze(-1), null, embedded)
         return embedded
+
+    @property
+    def weight_dtype(self) -> torch.dtype:
+        """The dtype of the embedders' weights (what continuous values are cast to)."""
+        return next(self.embedders.parameters()).dtype
+
+
+def _mlp(in_features: int, dim: int) -> nn.Sequential:
+    """``Linear, GELU, Linear``: the embedder of a continuous variable (Paper A's ``EmbedFC``)."""
+    return nn.Sequential(nn.Linear(in_features, dim), nn.GELU(), nn.Linear(dim, dim))
+
+
+class OneHotMLP(nn.Module):
+    """Paper A's embedding of a class index: ``Linear, GELU, Linear`` on its one-hot vector. The first layer reads
+    the weight column of the index (the same product without building the one-hot vector)."""
+
+    def __init__(self, num_values: int, dim: int) -> None:
+        super().__init__()
+        self.model = _mlp(num_values, dim)
+
+    def forward(self, indices: torch.Tensor) -> torch.Tensor:
+        first = self.model[0]
+        return self.model[2](self.model[1](F.embedding(indices, first.weight.t()) + first.bias))
+
+
+class SplitEmbedder(nn.ModuleList):
+    """Several embedders of one variable whose outputs are concatenated (one per decoder stage)."""
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        return torch.cat([part(inputs) for part in self], dim=-1)
 
 
 def _names(keys: Sequence) -> str:
@@ -176,6 +225,26 @@ def broadcast_timesteps(timestep: torch.Tensor | float | int, batch_size: int, d
     """A diffusion step given as a number, a scalar tensor or a ``(B,)`` tensor, as a ``(B,)`` tensor on ``device``."""
     timesteps = torch.as_tensor(timestep, device=device)
     return timesteps.expand(batch_size) if timesteps.ndim == 0 else timesteps
+
+
+class SinusoidalTimesteps(nn.Module):
+    """diffusers' ``Timesteps`` embedding (sinusoids of ``t``, ``max_period`` 10000) with its frequency table computed
+    once instead of at every call: the same values, without an ``arange`` and an ``exp`` per step."""
+
+    def __init__(self, num_channels: int, flip_sin_to_cos: bool = True, downscale_freq_shift: float = 0.0,
+                 max_period: int = 10000) -> None:
+        super().__init__()
+        half = num_channels // 2
+        exponent = -math.log(max_period) * torch.arange(0, half, dtype=torch.float32) / (half - downscale_freq_shift)
+        self.register_buffer("frequencies", torch.exp(exponent), persistent=False)
+        self.num_channels = num_channels
+        self.flip_sin_to_cos = flip_sin_to_cos
+
+    def forward(self, timesteps: torch.Tensor) -> torch.Tensor:
+        angles = timesteps[:, None].float() * self.frequencies.float()[None, :]
+        sin, cos = torch.sin(angles), torch.cos(angles)
+        embedding = torch.cat((cos, sin) if self.flip_sin_to_cos else (sin, cos), dim=-1)
+        return F.pad(embedding, (0, 1, 0, 0)) if self.num_channels % 2 else embedding
 
 
 class ConceptConditionedMixin:

@@ -87,13 +87,12 @@ def jepa_loss(
     """
     weights = mask.float()
     count = weights.sum().clamp(min=1.0)
-    losses = []
-    for layer, prediction in predictions.items():
-        target = target_hidden_states[layer].detach().float()
-        target = F.layer_norm(target, target.shape[-1:])
-        squared = (prediction.float() - target).pow(2).mean(dim=-1)
-        losses.append((squared * weights).sum() / count)
-    return torch.stack(losses).mean()
+    # Every layer at once (one kernel per operation, not one per layer and operation): (layers, B, L, hidden).
+    prediction = torch.stack(list(predictions.values())).float()
+    target = torch.stack([target_hidden_states[layer] for layer in predictions]).detach().float()
+    target = F.layer_norm(target, target.shape[-1:])
+    squared = (prediction - target).pow(2).mean(dim=-1)
+    return ((squared * weights).sum(dim=(1, 2)) / count).mean()
 
 
 class MaskGITWithPredictor(nn.Module):

@@ -108,6 +108,43 @@ class MaskGITTransformer(ConceptConditionedMixin, ModelMixin, ConfigMixin):
     def mask_token_id(self) -> int:
         return self.config.codebook_size
 
+    def embed(self, input_ids: torch.LongTensor, concepts: torch.LongTensor, concept_values: torch.Tensor | None = None,
+              drop_mask: torch.BoolTensor | None = None, check_values: bool = True) -> torch.Tensor:
+        """The checked inputs as the first blocks' input ``(B, V + L, hidden)``: concept tokens, then image tokens,
+        plus positions. ``check_values=False`` skips the range checks that read the data (inputs another forward
+        already checked)."""
+        batch_size = input_ids.shape[0]
+        input_ids = input_ids.reshape(batch_size, -1)
+        if input_ids.shape[1] != self.num_tokens:
+            raise ValueError(f"input_ids must hold {self.num_tokens} tokens per image, got {input_ids.shape[1]}")
+        if input_ids.dtype.is_floating_point:
+            raise ValueError(f"input_ids must be integer token ids, got dtype {input_ids.dtype}")
+        # The range check reads the data (a host synchronisation per step on an accelerator, a graph break under
+        # torch.compile): eager CPU inputs only.
+        if check_values and input_ids.device.type == "cpu" and not torch.compiler.is_compiling() and (
+                input_ids.min() < 0 or input_ids.max() > self.mask_token_id):
+            raise ValueError(f"input_ids must be integer token ids in [0, {self.mask_token_id}] (mask = last)")
+        if concepts.shape[:1] != (batch_size,):
+            raise ValueError(f"concepts has batch size {concepts.shape[0]} but input_ids has {batch_size}")
+        drop_mask = self.training_drop_mask(concepts, drop_mask)
+        concept_tokens = self.concept_embedding(concepts, concept_values, drop_mask, check_values=check_values)
+        hidden = torch.cat([concept_tokens.to(self.token_embedding.weight.dtype), self.token_embedding(input_ids)], 1)
+        return hidden + self.position_embedding
+
+    def hidden_states(self, input_ids: torch.LongTensor, concepts: torch.LongTensor,
+                      concept_values: torch.Tensor | None = None, drop_mask: torch.BoolTensor | None = None,
+                      num_layers: int | None = None, check_values: bool = True) -> tuple[torch.Tensor, ...]:
+        """The image-token hidden states of the embeddings and of the first ``num_layers`` blocks (every block when
+        ``None``), as ``forward(..., output_hidden_states=True)`` gives them, without the blocks above and the output
+        head: all that the JEPA target encoder is asked for."""
+        hidden = self.embed(input_ids, concepts, concept_values, drop_mask, check_values)
+        image = slice(self.num_concepts, None)
+        states = [hidden[:, image]]
+        for block in self.blocks[: len(self.blocks) if num_layers is None else num_layers]:
+            hidden = block(hidden)
+            states.append(hidden[:, image])
+        return tuple(states)
+
     def forward(
         self,
         input_ids: torch.LongTensor,
@@ -129,22 +166,7 @@ class MaskGITTransformer(ConceptConditionedMixin, ModelMixin, ConfigMixin):
             output_hidden_states: Also return the image-token hidden states of the embeddings and of every block.
             return_dict: Return a :class:`MaskGITTransformerOutput` rather than a tuple.
         """
-        batch_size = input_ids.shape[0]
-        input_ids = input_ids.reshape(batch_size, -1)
-        if input_ids.shape[1] != self.num_tokens:
-            raise ValueError(f"input_ids must hold {self.num_tokens} tokens per image, got {input_ids.shape[1]}")
-        if input_ids.dtype.is_floating_point:
-            raise ValueError(f"input_ids must be integer token ids, got dtype {input_ids.dtype}")
-        # The range check reads the data (a host synchronisation per step on an accelerator): CPU inputs only.
-        if input_ids.device.type == "cpu" and (input_ids.min() < 0 or input_ids.max() > self.mask_token_id):
-            raise ValueError(f"input_ids must be integer token ids in [0, {self.mask_token_id}] (mask = last)")
-        if concepts.shape[:1] != (batch_size,):
-            raise ValueError(f"concepts has batch size {concepts.shape[0]} but input_ids has {batch_size}")
-        drop_mask = self.training_drop_mask(concepts, drop_mask)
-
-        concept_tokens = self.concept_embedding(concepts, concept_values, drop_mask)
-        hidden = torch.cat([concept_tokens.to(self.token_embedding.weight.dtype), self.token_embedding(input_ids)], 1)
-        hidden = hidden + self.position_embedding
+        hidden = self.embed(input_ids, concepts, concept_values, drop_mask)
         image = slice(self.num_concepts, None)
         all_hidden = [hidden[:, image]] if output_hidden_states else None
         for block in self.blocks:

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import torch
 from diffusers.configuration_utils import ConfigMixin, register_to_config
-from diffusers.models.embeddings import TimestepEmbedding, Timesteps
+from diffusers.models.embeddings import TimestepEmbedding
 from diffusers.models.modeling_utils import ModelMixin
 from diffusers.models.unets.unet_2d import UNet2DOutput
 from torch import nn
 
-from .concept_embedding import ConceptConditionedMixin, ConceptEmbedding, broadcast_timesteps
+from .concept_embedding import ConceptConditionedMixin, ConceptEmbedding, SinusoidalTimesteps, broadcast_timesteps
 from .maskgit_transformer import transformer_blocks
 
 
@@ -74,7 +74,7 @@ class TupleConditionedDiT(ConceptConditionedMixin, ModelMixin, ConfigMixin):
         self.input_projection = nn.Linear(latent_channels, hidden_size)
         self.position_embedding = nn.Parameter(torch.zeros(1, self.num_prefix + self.num_tokens, hidden_size))
         nn.init.trunc_normal_(self.position_embedding, std=0.02)
-        self.time_proj = Timesteps(hidden_size, flip_sin_to_cos=True, downscale_freq_shift=0)
+        self.time_proj = SinusoidalTimesteps(hidden_size, flip_sin_to_cos=True, downscale_freq_shift=0)
         self.time_embedding = TimestepEmbedding(hidden_size, hidden_size, act_fn="gelu")
         self.concept_embedding = ConceptEmbedding(
             space,

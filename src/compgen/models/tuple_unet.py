@@ -1,11 +1,16 @@
 """The tuple-conditioned U-Net of Okawa et al. 2023 ("Compositional Abilities Emerge Multiplicatively") as a
 diffusers model.
 
-Residual conv blocks (Conv3x3 + GroupNorm + GELU) go down ``28 -> 14 -> 7`` (one halving per entry of
-``block_out_channels``), the bottleneck is average-pooled to ``1x1`` and projected back up. Each concept
-variable has its own embedding; the embeddings are *summed* and *multiply* the decoder features of every
-stage (a FiLM-like scale), and the time embedding is *added*:
-``h = h * sum_v concept_embedding_v + time_embedding``.
+Conv blocks (Conv3x3 + norm + GELU) go down ``28 -> 14 -> 7`` (one halving per entry of ``block_out_channels``), the
+bottleneck is average-pooled to ``1x1`` and projected back up. Each concept variable has its own embedding; the
+embeddings are *summed* and *multiply* the decoder features of every stage (a FiLM-like scale), and the time
+embedding is *added*: ``h = h * sum_v concept_embedding_v + time_embedding``.
+
+Two layouts share this frame (``block_type``): ``"residual"``, compgen's (every block residual, ``layers_per_block``
+blocks per stage, one sinusoidal time embedding and one concept embedding split across the stages), and ``"paper"``,
+the official ``ContextUnet`` of Paper A's code layer for layer (BatchNorm blocks with a residual only in the input
+block, one block per down stage, a transposed conv and two blocks per up stage, MLP embeddings of ``t / T`` and of
+each concept per decoder stage).
 """
 
 from __future__ import annotations
@@ -15,28 +20,35 @@ import math
 import torch
 import torch.nn.functional as F
 from diffusers.configuration_utils import ConfigMixin, register_to_config
-from diffusers.models.embeddings import TimestepEmbedding, Timesteps
+from diffusers.models.embeddings import TimestepEmbedding
 from diffusers.models.modeling_utils import ModelMixin
 from diffusers.models.unets.unet_2d import UNet2DOutput
 from torch import nn
 
-from .concept_embedding import ConceptConditionedMixin, ConceptEmbedding, broadcast_timesteps
+from .concept_embedding import ConceptConditionedMixin, ConceptEmbedding, SinusoidalTimesteps, broadcast_timesteps
 
 CONCEPT_MODULATIONS = ("multiply", "film", "add")
+BLOCK_TYPES = ("residual", "paper")
+NORM_TYPES = ("group", "batch")
+
+
+def make_norm(norm_type: str, channels: int, norm_num_groups: int) -> nn.Module:
+    """``GroupNorm(norm_num_groups)`` (compgen's blocks) or ``BatchNorm2d`` (the official code's) over ``channels``."""
+    return nn.GroupNorm(norm_num_groups, channels) if norm_type == "group" else nn.BatchNorm2d(channels)
 
 
 class ResidualConvBlock(nn.Module):
-    """Two Conv3x3 + GroupNorm + GELU layers with a residual connection scaled by 1/sqrt(2) (Paper A's block).
+    """Two Conv3x3 + norm + GELU layers with a residual connection scaled by 1/sqrt(2) (compgen's block).
 
     When the channel count changes, the first layer's output is the residual (no 1x1 projection needed).
     """
 
-    def __init__(self, in_channels: int, out_channels: int, norm_num_groups: int) -> None:
+    def __init__(self, in_channels: int, out_channels: int, norm_num_groups: int, norm_type: str = "group") -> None:
         super().__init__()
         self.conv1 = nn.Conv2d(in_channels, out_channels, 3, padding=1)
-        self.norm1 = nn.GroupNorm(norm_num_groups, out_channels)
+        self.norm1 = make_norm(norm_type, out_channels, norm_num_groups)
         self.conv2 = nn.Conv2d(out_channels, out_channels, 3, padding=1)
-        self.norm2 = nn.GroupNorm(norm_num_groups, out_channels)
+        self.norm2 = make_norm(norm_type, out_channels, norm_num_groups)
         self.same_channels = in_channels == out_channels
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -45,31 +57,56 @@ class ResidualConvBlock(nn.Module):
         return (x if self.same_channels else h).add(out).mul_(1.0 / math.sqrt(2.0))
 
 
-class DownStage(nn.Module):
-    """``layers_per_block`` residual blocks, then a 2x2 max-pool."""
+class PaperConvBlock(nn.Module):
+    """Paper A's official block: two (Conv3x3, norm, GELU) layers; with ``is_res`` (the input block only) the input
+    is added to the output (the first layer's output when the channels change), without rescaling."""
 
-    def __init__(self, in_channels: int, out_channels: int, layers_per_block: int, norm_num_groups: int) -> None:
+    def __init__(self, in_channels: int, out_channels: int, norm_num_groups: int, norm_type: str = "batch",
+                 is_res: bool = False) -> None:
         super().__init__()
-        self.blocks = nn.Sequential(
-            *(
-                ResidualConvBlock(in_channels if i == 0 else out_channels, out_channels, norm_num_groups)
-                for i in range(layers_per_block)
-            )
-        )
+        self.conv1 = nn.Sequential(nn.Conv2d(in_channels, out_channels, 3, padding=1),
+                                   make_norm(norm_type, out_channels, norm_num_groups), nn.GELU())
+        self.conv2 = nn.Sequential(nn.Conv2d(out_channels, out_channels, 3, padding=1),
+                                   make_norm(norm_type, out_channels, norm_num_groups), nn.GELU())
+        self.is_res = is_res
+        self.same_channels = in_channels == out_channels
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.conv1(x)
+        out = self.conv2(h)
+        if not self.is_res:
+            return out
+        return (x if self.same_channels else h) + out
+
+
+def conv_blocks(block_type: str, in_channels: int, out_channels: int, count: int, norm_num_groups: int,
+                norm_type: str) -> nn.Sequential:
+    """``count`` blocks of ``block_type``, the first from ``in_channels`` to ``out_channels``."""
+    block = ResidualConvBlock if block_type == "residual" else PaperConvBlock
+    return nn.Sequential(*(block(in_channels if i == 0 else out_channels, out_channels, norm_num_groups, norm_type)
+                           for i in range(count)))
+
+
+class DownStage(nn.Module):
+    """``num_blocks`` conv blocks, then a 2x2 max-pool."""
+
+    def __init__(self, in_channels: int, out_channels: int, num_blocks: int, norm_num_groups: int,
+                 block_type: str = "residual", norm_type: str = "group") -> None:
+        super().__init__()
+        self.blocks = conv_blocks(block_type, in_channels, out_channels, num_blocks, norm_num_groups, norm_type)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.max_pool2d(self.blocks(x), 2)
 
 
 class UpStage(nn.Module):
-    """Concatenate the skip, upsample 2x with a transposed conv, then ``layers_per_block`` residual blocks."""
+    """Concatenate the skip, upsample 2x with a transposed conv, then ``num_blocks`` conv blocks."""
 
-    def __init__(self, in_channels: int, out_channels: int, layers_per_block: int, norm_num_groups: int) -> None:
+    def __init__(self, in_channels: int, out_channels: int, num_blocks: int, norm_num_groups: int,
+                 block_type: str = "residual", norm_type: str = "group") -> None:
         super().__init__()
         self.upsample = nn.ConvTranspose2d(in_channels, out_channels, 2, stride=2)
-        self.blocks = nn.Sequential(
-            *(ResidualConvBlock(out_channels, out_channels, norm_num_groups) for _ in range(layers_per_block))
-        )
+        self.blocks = conv_blocks(block_type, out_channels, out_channels, num_blocks, norm_num_groups, norm_type)
 
     def forward(self, x: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
         return self.blocks(self.upsample(torch.cat([x, skip], dim=1)))
@@ -85,7 +122,8 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
         sample_size: Image height and width; must be divisible by ``2 ** len(block_out_channels)``.
         in_channels: Image channels (the output has the same number: the predicted noise).
         block_out_channels: Channels of each down stage, e.g. Paper A's ``(256, 512)`` or a CPU ``(32, 64)``.
-        layers_per_block: Residual blocks per stage (Paper A: 2).
+        layers_per_block: Conv blocks per stage (Paper A: 2; the ``paper`` layout has one per down stage, as the
+            official code, and two per up stage).
         norm_num_groups: GroupNorm groups; every entry of ``block_out_channels`` must be divisible by it.
         conditioning: ``"quantized"`` (class index per variable) or ``"full"`` (per-image continuous values for
             the variables in ``continuous_concepts``, class indices for the rest).
@@ -96,6 +134,12 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
         concept_modulation: How the summed concept embedding ``e`` enters each decoder stage with the time embedding
             ``t``: ``"multiply"`` (Paper A: ``h * e + t``), ``"film"`` (``h * (1 + e) + t``, identity at ``e = 0``,
             so no embedding can switch the features off) or ``"add"`` (``h + e + t``).
+        block_type: ``"residual"`` (compgen's layout) or ``"paper"`` (the official ``ContextUnet`` of Paper A's code:
+            the same layers, widths and parameter count; one block per down stage and two per up stage, so
+            ``layers_per_block`` must be 2; categorical concepts through an MLP on their one-hot vector).
+        norm_type: Normalisation in the conv blocks: ``"group"`` (GroupNorm, compgen's) or ``"batch"`` (BatchNorm,
+            the official code's). The bottleneck and output layers use GroupNorm in both layouts, as the official code.
+        num_train_timesteps: The noise schedule's length ``T``; the ``paper`` layout embeds ``t / T``.
     """
 
     _supports_gradient_checkpointing = False
@@ -113,11 +157,20 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
         continuous_concepts: dict[str, list[list[float]]] | None = None,
         concept_dropout: float = 0.0,
         concept_modulation: str = "multiply",
+        block_type: str = "residual",
+        norm_type: str = "group",
+        num_train_timesteps: int = 500,
     ) -> None:
         super().__init__()
         space = self._register_concepts(concept_space, conditioning, continuous_concepts, concept_dropout)
-        if concept_modulation not in CONCEPT_MODULATIONS:
-            raise ValueError(f"concept_modulation must be one of {CONCEPT_MODULATIONS}, got {concept_modulation!r}")
+        for name, value, choices in (("concept_modulation", concept_modulation, CONCEPT_MODULATIONS),
+                                     ("block_type", block_type, BLOCK_TYPES), ("norm_type", norm_type, NORM_TYPES)):
+            if value not in choices:
+                raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+        paper = block_type == "paper"
+        if paper and layers_per_block != 2:
+            raise ValueError("block_type='paper' is the official layout (one block per down stage, two per up stage): "
+                             f"layers_per_block must be 2, got {layers_per_block}")
         if not block_out_channels or layers_per_block < 1:
             raise ValueError("block_out_channels must be non-empty and layers_per_block at least 1")
         if any(channels % norm_num_groups for channels in block_out_channels):
@@ -134,33 +187,57 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
         self.modulation_channels = channels[::-1]
         modulation_dim = sum(channels)
 
-        self.conv_in = ResidualConvBlock(in_channels, channels[0], norm_num_groups)
+        down_blocks = 1 if paper else layers_per_block
+        if paper:
+            self.conv_in = PaperConvBlock(in_channels, channels[0], norm_num_groups, norm_type, is_res=True)
+        else:
+            self.conv_in = ResidualConvBlock(in_channels, channels[0], norm_num_groups, norm_type)
         self.down_stages = nn.ModuleList(
-            DownStage(channels[max(i - 1, 0)], channels[i], layers_per_block, norm_num_groups)
+            DownStage(channels[max(i - 1, 0)], channels[i], down_blocks, norm_num_groups, block_type, norm_type)
             for i in range(len(channels))
         )
-        # Paper A's 1x1 -> bottleneck ConvTranspose2d(k, stride=k) on a 1x1 input is exactly this linear map.
-        self.bottleneck_up = nn.Linear(channels[-1], channels[-1] * self.bottleneck_size**2)
+        # Paper A's 1x1 -> bottleneck ConvTranspose2d(k, stride=k); on a 1x1 input the residual layout's linear map is
+        # the same function with a bias per position.
+        if paper:
+            self.bottleneck_up = nn.ConvTranspose2d(channels[-1], channels[-1], self.bottleneck_size,
+                                                    self.bottleneck_size)
+        else:
+            self.bottleneck_up = nn.Linear(channels[-1], channels[-1] * self.bottleneck_size**2)
         self.bottleneck_norm = nn.GroupNorm(norm_num_groups, channels[-1])
         self.up_stages = nn.ModuleList(
-            UpStage(2 * channels[i], channels[max(i - 1, 0)], layers_per_block, norm_num_groups)
+            UpStage(2 * channels[i], channels[max(i - 1, 0)], layers_per_block, norm_num_groups, block_type, norm_type)
             for i in reversed(range(len(channels)))
         )
         self.conv_out = nn.Sequential(
             nn.Conv2d(2 * channels[0], channels[0], 3, padding=1),
             nn.GroupNorm(norm_num_groups, channels[0]),
-            nn.GELU(),
+            nn.ReLU() if paper else nn.GELU(),
             nn.Conv2d(channels[0], in_channels, 3, padding=1),
         )
 
-        self.time_proj = Timesteps(channels[0], flip_sin_to_cos=True, downscale_freq_shift=0)
-        self.time_embedding = TimestepEmbedding(channels[0], modulation_dim, act_fn="gelu")
+        if paper:  # one MLP of t / T per decoder stage (the official timeembed1, timeembed2)
+            self.time_embedding = nn.ModuleList(
+                nn.Sequential(nn.Linear(1, width), nn.GELU(), nn.Linear(width, width))
+                for width in self.modulation_channels
+            )
+        else:
+            self.time_proj = SinusoidalTimesteps(channels[0], flip_sin_to_cos=True, downscale_freq_shift=0)
+            self.time_embedding = TimestepEmbedding(channels[0], modulation_dim, act_fn="gelu")
         self.concept_embedding = ConceptEmbedding(
             space,
             modulation_dim,
             continuous_concepts=continuous_concepts if conditioning == "full" else None,
             use_null=concept_dropout > 0,
+            categorical="one_hot_mlp" if paper else "table",
+            split_dims=self.modulation_channels if paper else None,
         )
+
+    def embed_time(self, timesteps: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The time embedding of ``(B,)`` timesteps: one ``(B, C_i)`` shift per decoder stage."""
+        if self.config.block_type == "paper":
+            scaled = (timesteps.to(self.dtype) / self.config.num_train_timesteps)[:, None]
+            return tuple(mlp(scaled) for mlp in self.time_embedding)
+        return self.time_embedding(self.time_proj(timesteps).to(self.dtype)).split(self.modulation_channels, dim=1)
 
     def forward(
         self,
@@ -188,10 +265,8 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
             raise ValueError(f"concepts has batch size {concepts.shape[0]} but sample has {batch_size}")
         drop_mask = self.training_drop_mask(concepts, drop_mask)
 
-        timesteps = broadcast_timesteps(timestep, batch_size, sample.device)
-        time_emb = self.time_embedding(self.time_proj(timesteps).to(self.dtype))
+        time_shifts = self.embed_time(broadcast_timesteps(timestep, batch_size, sample.device))
         concept_scale = self.concept_embedding(concepts, concept_values, drop_mask).sum(dim=1)
-        time_shifts = time_emb.split(self.modulation_channels, dim=1)
         concept_scales = concept_scale.split(self.modulation_channels, dim=1)
 
         x_in = self.conv_in(sample)
@@ -202,8 +277,11 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
             skips.append(h)
 
         pooled = F.gelu(h.mean(dim=(2, 3)))
-        h = self.bottleneck_up(pooled).reshape(batch_size, -1, self.bottleneck_size, self.bottleneck_size)
-        h = F.gelu(self.bottleneck_norm(h))
+        if self.config.block_type == "paper":
+            h = F.relu(self.bottleneck_norm(self.bottleneck_up(pooled[:, :, None, None])))
+        else:
+            h = self.bottleneck_up(pooled).reshape(batch_size, -1, self.bottleneck_size, self.bottleneck_size)
+            h = F.gelu(self.bottleneck_norm(h))
         modulation = self.config.concept_modulation
         for stage, skip, scale, shift in zip(self.up_stages, reversed(skips), concept_scales, time_shifts, strict=True):
             if modulation == "multiply":

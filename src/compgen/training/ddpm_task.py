@@ -14,6 +14,7 @@ from torch import nn
 
 from ..eval_mode import eval_mode
 from ..images import unit_to_uint8
+from .acceleration import compiled_for_sampling, to_device
 from .trainer import TrainingTask
 
 PREDICTION_TYPES = ("epsilon", "v_prediction", "sample")
@@ -45,6 +46,11 @@ class DDPMTask(TrainingTask):
         self.use_full_conditioning = (
             unet.config.conditioning == "full" if use_full_conditioning is None else use_full_conditioning
         )
+        # diffusers' add_noise / get_velocity rebuild these from alphas_cumprod at every call; computed once here
+        # with the same operations (the same values), they move to the device with the task.
+        alphas_cumprod = scheduler.alphas_cumprod.float()
+        self.sqrt_alphas_cumprod = alphas_cumprod**0.5
+        self.sqrt_one_minus_alphas_cumprod = (1 - alphas_cumprod) ** 0.5
 
     def clean_samples(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """What is diffused: the images (a latent-space task returns their latents)."""
@@ -53,21 +59,24 @@ class DDPMTask(TrainingTask):
     def compute_loss(self, model, batch, generator, step):
         images = self.clean_samples(batch)
         device = images.device
-        noise = torch.randn(images.shape, generator=generator).to(device)
-        timesteps = torch.randint(0, self.scheduler.config.num_train_timesteps, (len(images),),
-                                  generator=generator).to(device)
-        noisy = self.scheduler.add_noise(images, noise, timesteps)
+        noise = to_device(torch.randn(images.shape, generator=generator), device).to(images.dtype)
+        timesteps = to_device(torch.randint(0, self.scheduler.config.num_train_timesteps, (len(images),),
+                                            generator=generator), device)
+        shape = (len(images),) + (1,) * (images.ndim - 1)
+        sqrt_alpha = self.sqrt_alphas_cumprod[timesteps].to(images.dtype).reshape(shape)
+        sqrt_one_minus_alpha = self.sqrt_one_minus_alphas_cumprod[timesteps].to(images.dtype).reshape(shape)
+        noisy = sqrt_alpha * images + sqrt_one_minus_alpha * noise  # scheduler.add_noise
         drop_mask = None
         dropout = float(getattr(self.model.config, "concept_dropout", 0.0))
         if dropout > 0:
-            drop_mask = (torch.rand(batch["concepts"].shape, generator=generator) < dropout).to(device)
+            drop_mask = to_device(torch.rand(batch["concepts"].shape, generator=generator) < dropout, device)
         values = batch.get("concept_values") if self.use_full_conditioning else None
         prediction = model(noisy, timesteps, batch["concepts"], concept_values=values, drop_mask=drop_mask).sample
         prediction_type = self.scheduler.config.prediction_type
         if prediction_type == "epsilon":
             target = noise
         elif prediction_type == "v_prediction":
-            target = self.scheduler.get_velocity(images, noise, timesteps)
+            target = sqrt_alpha * noise - sqrt_one_minus_alpha * images  # scheduler.get_velocity
         else:
             target = images
         return F.mse_loss(prediction.float(), target.float()), {}
@@ -79,7 +88,10 @@ class DDPMTask(TrainingTask):
 
     @torch.no_grad()
     def generate(self, model, concepts, seed):
-        pipe = self.pipeline(model, DDIMScheduler.from_config(self.scheduler.config))
+        # With --torch_compile the denoiser is compiled once for sampling (its eval-mode graph; every DDIM step and
+        # every later evaluation replays it).
+        denoiser = compiled_for_sampling(model, self.sampling_compile_mode)
+        pipe = self.pipeline(denoiser, DDIMScheduler.from_config(self.scheduler.config))
         pipe.set_progress_bar_config(disable=True)
         generator = torch.Generator().manual_seed(seed)
         with eval_mode(model):
@@ -102,6 +114,8 @@ class DDPMTask(TrainingTask):
                 "conditioning": config.conditioning,
                 "concept_dropout": config.concept_dropout,
                 "concept_modulation": config.concept_modulation,
+                "block_type": getattr(config, "block_type", "residual"),
+                "norm_type": getattr(config, "norm_type", "group"),
                 "num_train_timesteps": self.scheduler.config.num_train_timesteps,
                 "beta_schedule": self.scheduler.config.beta_schedule,
                 "prediction_type": self.scheduler.config.prediction_type,

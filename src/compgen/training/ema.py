@@ -39,7 +39,12 @@ class MomentumSchedule:
 
 
 class ExponentialMovingAverage(nn.Module):
-    """A frozen copy of ``model`` updated as ``shadow = m * shadow + (1 - m) * online`` after each step."""
+    """A frozen copy of ``model`` updated as ``shadow = m * shadow + (1 - m) * online`` after each step.
+
+    The update is two multi-tensor kernels whatever the model's size: one ``lerp`` over every parameter and one copy
+    of the buffers that training changes (BatchNorm statistics); buffers outside the state dict are constants (value
+    tables) and are not copied.
+    """
 
     def __init__(self, model: nn.Module, schedule: MomentumSchedule | None = None) -> None:
         super().__init__()
@@ -54,11 +59,21 @@ class ExponentialMovingAverage(nn.Module):
         online_params = list(model.parameters())
         if len(shadow_params) != len(online_params):
             raise ValueError("EMA update: the online model's parameters do not match the shadow's")
-        targets = [p.detach().to(s.dtype) for s, p in zip(shadow_params, online_params, strict=True)]
+        targets = [p if p.dtype == s.dtype else p.to(s.dtype) for s, p in zip(shadow_params, online_params,
+                                                                               strict=True)]
         torch._foreach_lerp_(shadow_params, targets, 1.0 - momentum)
-        for shadow_buffer, buffer in zip(self.shadow.buffers(), model.buffers(), strict=True):
-            shadow_buffer.copy_(buffer)
+        shadow_buffers, buffers = _state_buffers(self.shadow), _state_buffers(model)
+        if len(shadow_buffers) != len(buffers):
+            raise ValueError("EMA update: the online model's buffers do not match the shadow's")
+        if buffers:
+            torch._foreach_copy_(shadow_buffers, buffers)
         return momentum
 
     def forward(self, *args, **kwargs):
         return self.shadow(*args, **kwargs)
+
+
+def _state_buffers(model: nn.Module) -> list[torch.Tensor]:
+    """The buffers of ``model`` that its state dict holds (the persistent ones), in module order."""
+    return [buffer for module in model.modules() for name, buffer in module.named_buffers(recurse=False)
+            if name not in module._non_persistent_buffers_set]

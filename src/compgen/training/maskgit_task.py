@@ -131,8 +131,11 @@ class MaskGITTask(TrainingTask):
         ce = masked_cross_entropy(output.logits, tokens, mask, self.label_smoothing)
         if self.target is None:
             return ce, {"ce": ce.detach()}
+        # The target encoder runs without a gradient graph, only up to the deepest JEPA layer (no output head), and
+        # without checking again the conditioning the online forward checked (the tokens are the tokenizer's).
         with torch.no_grad():
-            target_hidden = self.target.shadow(tokens, **conditioning, output_hidden_states=True).hidden_states
+            target_hidden = self.target.shadow.hidden_states(tokens, **conditioning, num_layers=max(self.jepa_layers),
+                                                             check_values=False)
         jepa = jepa_loss(predictions, target_hidden, mask)
         return ce + self.jepa_weight * jepa, {"ce": ce.detach(), "jepa": jepa.detach()}
 

@@ -42,6 +42,7 @@ from ..concepts import ConceptGraph
 from ..data.loading import ConceptImageData
 from ..evaluation.tracker import LearningDynamicsTracker, read_log
 from ..images import uint8_to_signed
+from .acceleration import compile_mode, dynamo_plugin, fused_optimizer_supported, parse_compile_mode, to_device
 from .checkpoint import (
     CHECKPOINTS_DIR,
     RUN_OPTIONS,
@@ -82,9 +83,11 @@ class TrainingConfig:
     mixed_precision: str = "no"
     """``no``, ``fp16`` (CUDA only), ``bf16``, or ``auto``: bf16 where the hardware computes it natively (CUDA GPUs
     with bf16, CPUs with AVX-512 BF16 or AMX), fp32 elsewhere (on an AVX2 CPU bf16 autocast ran 14x slower)."""
-    torch_compile: bool = False
-    """Compile the model with ``torch.compile`` (Accelerate's inductor backend). Off by default: on a CPU it compiled
-    for minutes before the first step of even a tiny model, and it has not been measured on a GPU yet."""
+    torch_compile: bool | str = False
+    """Compile the model with ``torch.compile`` (Accelerate's inductor backend) and sample the evaluations with it:
+    ``--torch_compile`` alone for inductor's default mode, or ``--torch_compile MODE`` (``reduce-overhead``: CUDA
+    graphs; ``max-autotune``; see :data:`~compgen.training.acceleration.COMPILE_MODES`). Off by default: on a CPU it
+    compiles for minutes before the first step."""
     checkpointing_steps: int = 500
     checkpoints_total_limit: int | None = 2
     resume_from_checkpoint: str | None = None
@@ -103,6 +106,7 @@ class TrainingConfig:
     """Script-specific hyperparameters, recorded in the trackers and the model card."""
 
     def __post_init__(self) -> None:
+        self.torch_compile = parse_compile_mode(self.torch_compile)
         if self.mixed_precision not in ("no", "fp16", "bf16", "auto"):
             raise ValueError(f"mixed_precision must be no, fp16, bf16 or auto, got {self.mixed_precision!r}")
         for name in ("train_batch_size", "max_train_steps", "gradient_accumulation_steps", "checkpointing_steps",
@@ -207,6 +211,10 @@ class TrainingTask:
         """Name, tags and a description for the model card."""
         return {}
 
+    sampling_compile_mode: str | None = None
+    """The ``torch.compile`` mode :meth:`generate` samples with (``None``: eager); the loop sets it from
+    ``--torch_compile``."""
+
     def eval_sampling(self) -> dict[str, Any]:
         """The sampler options :meth:`generate` uses (kept with every evaluation record, for re-scoring): the
         ``eval_inference_steps`` of a task that samples in steps."""
@@ -249,7 +257,7 @@ def make_batch(data: ConceptImageData, indices: torch.Tensor) -> dict[str, torch
     """Images as float NCHW in [-1, 1], the conditioning of each image, and its row ``index`` in ``data``
     (so a task can look up per-example features it precomputed, e.g. VQ token indices). The tensors are on the
     device ``data`` is on."""
-    indices = indices.to(data.images.device)
+    indices = to_device(indices, data.images.device)
     batch = {"images": uint8_to_signed(data.images[indices]), "concepts": data.concepts[indices], "index": indices}
     if data.concept_values is not None:
         batch["concept_values"] = data.concept_values[indices]
@@ -304,7 +312,7 @@ class Trainer:
         return Accelerator(
             cpu=multi_cpu_launch(),
             mixed_precision=resolve_mixed_precision(config.mixed_precision),
-            dynamo_backend="inductor" if config.torch_compile else "no",
+            dynamo_plugin=dynamo_plugin(config.torch_compile),
             gradient_accumulation_steps=config.gradient_accumulation_steps,
             log_with=config.trackers or None,
             project_config=ProjectConfiguration(project_dir=str(self.output_dir)),
@@ -323,12 +331,13 @@ class Trainer:
         # The model goes to its device (and into DDP) before the optimizer sees its parameters.
         model = accelerator.prepare(self.task.model)
         self.task.to(accelerator.device)
+        self.task.sampling_compile_mode = compile_mode(config.torch_compile)
         optimizer = torch.optim.AdamW(
             [p for p in model.parameters() if p.requires_grad],
             lr=config.learning_rate,
             betas=(config.adam_beta1, config.adam_beta2),
             weight_decay=config.adam_weight_decay,
-            fused=accelerator.device.type == "cuda",  # one kernel for the whole update on a GPU
+            fused=fused_optimizer_supported(accelerator.device),  # one multi-tensor kernel for the whole update
         )
         from diffusers.optimization import get_scheduler
 
@@ -657,6 +666,9 @@ def add_training_arguments(parser, defaults: dict[str, Any] | None = None) -> No
         default = defaults.get(f.name, f.default)
         if f.type in ("bool", bool):
             parser.add_argument(f"--{f.name}", action="store_true", default=default)
+            parser.add_argument(f"--no_{f.name}", dest=f.name, action="store_false")
+        elif f.type == "bool | str":  # a switch that may name a mode: --torch_compile [MODE]
+            parser.add_argument(f"--{f.name}", nargs="?", const=True, default=default, metavar="MODE")
             parser.add_argument(f"--no_{f.name}", dest=f.name, action="store_false")
         else:
             kind = {"int": int, "float": float}.get(str(f.type), None)
