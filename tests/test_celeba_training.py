@@ -100,6 +100,8 @@ def script_parser(with_unet_options: bool = True) -> argparse.ArgumentParser:
         parser.add_argument("--eval_inference_steps", type=int, default=20)
         parser.add_argument("--layers_per_block", type=int, default=2)
         parser.add_argument("--prediction_type", default="epsilon")
+        parser.add_argument("--block_type", default="residual")
+        parser.add_argument("--norm_type", default="group")
     add_celeba_arguments(parser)
     add_training_arguments(parser)
     return parser
