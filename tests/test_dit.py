@@ -210,9 +210,9 @@ def test_concept_dropout_uses_the_null_embedding_at_the_given_rate(name, monkeyp
     embedding = model.concept_embedding
     seen = []
 
-    def recording_forward(concepts, concept_values=None, drop_mask=None, _original=embedding.forward):
+    def recording_forward(concepts, concept_values=None, drop_mask=None, _original=embedding.forward, **options):
         seen.append(drop_mask.clone())
-        out = _original(concepts, concept_values, drop_mask)
+        out = _original(concepts, concept_values, drop_mask, **options)
         null = embedding.null_embedding.expand_as(out)
         assert torch.equal(out[drop_mask], null[drop_mask])  # a dropped concept is exactly its null embedding
         return out
