@@ -16,7 +16,7 @@ $(PY):
 setup: $(PY)
 
 # The main job on a small CPU default: export the default dataset with a contact sheet, then train the flagship
-# MaskGIT + JEPA model (tokenizer first) with its cpu-quick preset into $(OUT)/maskgit-jepa (21 minutes from a fresh clone, setup included, on the session-2 machine).
+# MaskGIT + JEPA model (tokenizer first) with its cpu-quick preset into $(OUT)/maskgit-jepa (21 min 18 s from a fresh clone, setup included, on one core of the 2-core CPU used before 2026-11-26).
 quickstart: setup
 	$(PY) -m compgen.quickstart --output-dir $(OUT)
 	OMP_NUM_THREADS=1 $(VENV)/bin/accelerate launch --cpu --num_processes 1 --num_cpu_threads_per_process 1 \

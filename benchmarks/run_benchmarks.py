@@ -531,7 +531,8 @@ def markdown(results: list[dict[str, Any]], header: dict[str, Any]) -> str:
             continue
         fmt = ".1%" if r["unit"] == "of wall-clock" else ".1f"
         lines.append(f"| {r['kind']} | {r['name']} | {r['median']:{fmt}} | {r['min']:{fmt}} | {r['max']:{fmt}} | "
-                     f"{r['unit'] if r['unit'] != 'of wall-clock' else 'of training wall-clock'} | {share} | "
+                     f"{r['unit'] if r['unit'] != 'of wall-clock' else 'of evaluation + training wall-clock'} | "
+                     f"{share} | "
                      f"{kernels} |")
     return "\n".join(lines) + "\n"
 

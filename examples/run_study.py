@@ -11,7 +11,7 @@ On a GPU the cells run one after another in this process (several processes shar
 times slower); on a CPU ``--parallel K`` runs K cells at once, one thread each. The summary
 (``summary.md``, ``summary.json``, ``plots/``) reports both scorers per arm: final and best per-level accuracy (mean
 and spread over seeds) and the first steps at which each level reaches 0.5 and 0.9. See ``compgen.training.study``
-for the file format and ``studies/`` for the studies of ``docs/paper_b_study.md``.
+for the file format and ``studies/`` for the studies of ``results/paper-b-h32/README.md``.
 
 On a SLURM cluster, ``--launcher submitit`` submits every run as a job of one job array (through submitit), with
 the same skipping, resuming and summary; a failed job is reported with its log::

@@ -8,8 +8,8 @@ The tokenizer comes first exactly as for ``examples/train_maskgit_jepa.py`` (sam
 training split only into ``OUTPUT/tokenizer``, or shared with ``--vqvae_path``), so MaskGIT and the DiT can diffuse or
 predict the very same tokens. The transformer is MaskGIT's backbone with the same concept tokens
 (``TupleConditionedDiT``); the objective is DDPM on the standardized latents before quantization. ``OUTPUT`` then holds
-the pipeline (``TupleConditionedDiTPipeline.from_pretrained(OUTPUT)``), ``README.md`` (with the tokenizer ceiling)
-and ``learning_dynamics.jsonl``.
+the pipeline (``TupleConditionedDiTPipeline.from_pretrained(OUTPUT)``), ``README.md`` (with the tokenizer's
+reconstruction accuracy) and ``learning_dynamics.jsonl``.
 """
 
 from __future__ import annotations

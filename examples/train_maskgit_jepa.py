@@ -7,9 +7,9 @@ Without ``--vqvae_path`` the VQ tokenizer is trained first, on the training spli
 (its own run: checkpoints, card) through the same loop; a rerun reuses it when its tokenizer options match and
 refuses it otherwise. The pipeline's copy of it is ``OUTPUT/vqvae``. Its reconstruction
 report (``OUTPUT/vq_reconstruction.json``: per-class MSE and accuracy of reconstructions of the test split's real
-images, held-out classes included, the ceiling for the generator) goes into the model card. ``OUTPUT`` then holds
-the pipeline (``MaskGITPipeline.from_pretrained(OUTPUT)``), ``README.md``, ``learning_dynamics.jsonl`` and the JEPA
-target encoder in ``OUTPUT/jepa_target``.
+images, held-out classes included: the tokenizer's reconstruction accuracy) goes into the model card. ``OUTPUT``
+then holds the pipeline (``MaskGITPipeline.from_pretrained(OUTPUT)``), ``README.md``, ``learning_dynamics.jsonl``
+and the JEPA target encoder in ``OUTPUT/jepa_target``.
 """
 
 from __future__ import annotations

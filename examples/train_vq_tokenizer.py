@@ -3,9 +3,9 @@
     accelerate launch examples/train_vq_tokenizer.py --preset cpu-quick --output_dir outputs/vqvae
 
 writes the tokenizer (``VQModel.from_pretrained(output_dir)``) and ``vq_reconstruction.json``: per-class
-reconstruction MSE and probe accuracy of reconstructions of every class, held-out ones included, which is the
-ceiling for any generator decoding through this tokenizer. Pass the directory to
-``examples/train_maskgit_jepa.py --vqvae_path`` to share one tokenizer between runs.
+reconstruction MSE and probe accuracy of reconstructions of every class, held-out ones included (the tokenizer's
+reconstruction accuracy; not an upper bound for a generator, which decodes token grids it draws itself).
+Pass the directory to ``examples/train_maskgit_jepa.py --vqvae_path`` to share one tokenizer between runs.
 """
 
 from __future__ import annotations

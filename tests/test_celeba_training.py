@@ -212,8 +212,8 @@ TOKEN_FLAGS = ["--vq_block_out_channels", "8,8,8", "--vq_embed_dim", "4", "--cod
 
 @pytest.mark.parametrize("script", ["train_vq_tokenizer", "train_maskgit_jepa", "train_dit"])
 def test_every_token_script_trains_on_celeba(script, celeba, trained_probes_dir, tmp_path):
-    """--dataset celeba through the tokenizer, MaskGIT + JEPA and DiT scripts: the tokenizer's ceiling is measured
-    on CelebA's real test images (no shapes are rendered anywhere)."""
+    """--dataset celeba through the tokenizer, MaskGIT + JEPA and DiT scripts: the tokenizer's reconstruction
+    accuracy is measured on CelebA's real test images (no shapes are rendered anywhere)."""
     output = tmp_path / script
     flags = TOKEN_FLAGS if script != "train_vq_tokenizer" else TOKEN_FLAGS[:6]
     load_example(script).main([

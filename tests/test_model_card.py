@@ -38,7 +38,7 @@ DETAILS = {
     "pipeline_class": "MaskGITPipeline",
     "tags": ["maskgit"],
     "hyperparameters": {"hidden_size": 16, "num_layers": 2},
-    "sections": [("Tokenizer ceiling", "| class | accuracy |\n|---|---|\n| 111 (L2) | 0.750 |\n")],
+    "sections": [("Tokenizer reconstruction accuracy", "| class | accuracy |\n|---|---|\n| 111 (L2) | 0.750 |\n")],
 }
 
 
@@ -69,9 +69,11 @@ def test_level_that_never_reaches_threshold_says_so(tmp_path):
 
 def test_custom_sections_follow_results_and_precede_model(tmp_path):
     text = read_card(tmp_path).text
-    results, section, model = (text.index(heading) for heading in ("## Results", "## Tokenizer ceiling", "## Model"))
+    headings = ("## Results", "## Tokenizer reconstruction accuracy", "## Model")
+    results, section, model = (text.index(heading) for heading in headings)
     assert results < section < model
-    assert "## Tokenizer ceiling\n\n| class | accuracy |\n|---|---|\n| 111 (L2) | 0.750 |\n\n## Model" in text
+    table = "| class | accuracy |\n|---|---|\n| 111 (L2) | 0.750 |\n"
+    assert f"## Tokenizer reconstruction accuracy\n\n{table}\n## Model" in text
     assert "- hidden_size: `16`" in text and "- num_layers: `2`" in text
     with pytest.raises(ValueError, match=r"\(title, markdown\) pair"):
         read_card(tmp_path, details={**DETAILS, "sections": ["just a title"]})
@@ -79,7 +81,7 @@ def test_custom_sections_follow_results_and_precede_model(tmp_path):
 
 def test_metadata_names_only_hub_datasets(tmp_path):
     data = read_card(tmp_path).data
-    assert data.library_name == "diffusers" and data.license == "apache-2.0"
+    assert data.library_name == "diffusers" and data.license == "apache-2.0"  # shapes data: the code licence
     assert data.datasets == ["someone/shapes-h32"]
     assert "maskgit" in data.tags and "compgen" in data.tags
     local_dir = tmp_path / "data" / "tiny-h32"
@@ -117,3 +119,25 @@ def test_card_reports_the_second_scorer_and_where_the_scorers_disagree(tmp_path)
     assert "**The two scorers disagree by more than 10 points** at 2 of 4 evaluations (first at step 300: 111)." \
         in text
     assert "At the final step: 111 (probes 0.85, pixel statistics 0.55)." in text
+
+
+def test_cards_carry_the_licence_of_their_data_and_no_pipeline_tag(tmp_path):
+    shapes = read_card(tmp_path)
+    assert shapes.data.license == "apache-2.0" and shapes.data.to_dict().get("pipeline_tag") is None
+    assert "## License" in shapes.text and "Apache-2.0" in shapes.text
+    celeba = read_card(tmp_path, dataset_name="celeba-cpu")
+    assert celeba.data.license == "other" and celeba.data.license_name == "celeba-dataset-release-agreement"
+    assert "non-commercial research purposes only" in celeba.text
+
+
+def test_cards_claim_the_one_object_check_and_the_second_scorer_only_where_they_ran(tmp_path):
+    probes_only = read_card(tmp_path).text  # CelebA-like records: no object check, no pixel scorer
+    assert "one-object" not in probes_only and "Every number comes from the concept probes" in probes_only
+    records = [make_record(step) | {"object_failures": {}, "pixel_accuracy": make_record(step)["accuracy"],
+                                    "pixel_level_accuracy": make_record(step)["level_accuracy"],
+                                    "scorer_agreement": dict.fromkeys(GRAPH.levels, 1.0), "scorer_disagreements": []}
+               for step in (100, 200)]
+    both = read_card(tmp_path, records=records).text
+    assert "(the one-object check)" in both
+    assert "the best accuracy, the additive accuracy and the object rate come from the probes only" in both
+    assert "Every number is given by two" not in both

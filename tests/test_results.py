@@ -50,3 +50,13 @@ def test_every_results_readme_is_backed_by_its_summary_and_names_existing_files(
     for path in re.findall(r"`([\w./-]+)`", readme):
         if path.startswith(PATH_ROOTS) and not any(c in path for c in "*<>"):
             assert (REPO / path).exists() or (folder / path).exists(), f"{folder.name}/README.md names {path}"
+
+
+def test_the_check_would_have_caught_the_misstated_paper_b_statistics_and_pointers():
+    """What the Paper B page once said: a mean of per-seed first steps (833), population standard deviations
+    (0.058 for MaskGIT's level 0), and a rerun command naming a deleted script."""
+    folder = REPO / "results" / "paper-b-h32"
+    summary = json.loads((folder / "summary.json").read_text())
+    assert unbacked_numbers("first step >= 0.5: 833; 0.591 +- 0.058", summary) == ["833", "0.058"]
+    assert unbacked_numbers("0.591 +- 0.071, first steps 750 / 750 / 1000", summary) == []
+    assert not (REPO / "examples" / "compare_maskgit_jepa.py").exists()  # a README naming it fails the path check

@@ -66,7 +66,7 @@ def test_end_to_end_writes_pipeline_card_report_and_target_encoder(trained_run):
     assert "jepa_weight (lambda): `0.6`" in card
     assert "jepa_layers: `[1, 2]`" in card
     assert "jepa_ema_momentum: `0.99 -> 1.0 (linear over 4 steps)`" in card
-    assert "## Tokenizer ceiling" in card and "| 111 | 2 |" in card
+    assert "## Tokenizer reconstruction accuracy" in card and "| 111 | 2 |" in card
     assert "| level | classes | final accuracy |" in card
 
     target = MaskGITTransformer.from_pretrained(out / "jepa_target")

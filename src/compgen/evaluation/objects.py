@@ -122,6 +122,11 @@ class ObjectCheck:
         reasons = self.reasons if rows is None else self.reasons[rows]
         return {reason: int((reasons == reason).sum()) for reason in OBJECT_FAILURES}
 
+    def rows(self, start: int, stop: int) -> ObjectCheck:
+        """The check of images ``start:stop`` (the check of every image is independent of the others)."""
+        return ObjectCheck(self.valid[start:stop], self.reasons[start:stop], self.labels[start:stop],
+                           self.object_mask[start:stop], self.background[start:stop], self.distance[start:stop])
+
 
 def check_objects(
     images: ImageInput,

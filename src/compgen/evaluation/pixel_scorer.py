@@ -33,7 +33,7 @@ import torch.nn.functional as F
 
 from ..concepts import ConceptSpace
 from ..images import ImageInput, to_float_images
-from .objects import check_objects, image_layers, max_filter3
+from .objects import ObjectCheck, check_objects, image_layers, max_filter3
 
 UPSAMPLE = 4
 """The outline is traced on coverage upsampled this many times (bilinear), so a 3-pixel triangle keeps its corners."""
@@ -64,10 +64,13 @@ class ObjectStatistics:
     """``(N, 3)`` estimated background colour."""
 
 
-def measure_objects(images: ImageInput) -> ObjectStatistics:
-    """Measure the object of every image (uint8 NHWC or float NCHW)."""
+def measure_objects(images: ImageInput, objects: ObjectCheck | None = None) -> ObjectStatistics:
+    """Measure the object of every image (uint8 NHWC or float NCHW); ``objects``: their one-object check, when the
+    caller already ran it."""
     x = to_float_images(images)
-    parts = [_measure_chunk(x[start : start + _CHUNK]) for start in range(0, len(x), _CHUNK)]
+    parts = [_measure_chunk(x[start : start + _CHUNK],
+                            objects.rows(start, start + _CHUNK) if objects is not None else None)
+             for start in range(0, len(x), _CHUNK)]
     if not parts:
         empty = np.zeros(0)
         return ObjectStatistics(np.zeros(0, bool), empty, empty, empty, empty, np.zeros((0, 3)), np.zeros((0, 3)))
@@ -75,8 +78,8 @@ def measure_objects(images: ImageInput) -> ObjectStatistics:
     return ObjectStatistics(*(np.concatenate([getattr(part, name) for part in parts]) for name in names))
 
 
-def _measure_chunk(x: torch.Tensor) -> ObjectStatistics:
-    check = check_objects(x)
+def _measure_chunk(x: torch.Tensor, check: ObjectCheck | None = None) -> ObjectStatistics:
+    check = check if check is not None else check_objects(x)
     layers = image_layers(x, check)
     n, h, w = layers.coverage.shape
     area = layers.coverage.sum(dim=(1, 2))
@@ -190,9 +193,10 @@ class PixelStatisticsScorer:
         predictions[~stats.valid] = -1
         return predictions
 
-    def predict(self, images: ImageInput) -> np.ndarray:
-        """Value index per concept ``(N, V)`` in variable order; ``-1`` for images without one valid object."""
-        return self.classify(measure_objects(images))
+    def predict(self, images: ImageInput, objects: ObjectCheck | None = None) -> np.ndarray:
+        """Value index per concept ``(N, V)`` in variable order; ``-1`` for images without one valid object.
+        ``objects``: the one-object check of ``images``, when the caller already ran it."""
+        return self.classify(measure_objects(images, objects))
 
 
 @functools.lru_cache(maxsize=8)

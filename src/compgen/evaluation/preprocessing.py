@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from ..images import ImageInput, to_float_images
-from .objects import check_objects, estimate_background, max_filter3
+from .objects import ObjectCheck, check_objects, estimate_background, max_filter3
 
 
 def ink_weights(images: torch.Tensor, background: torch.Tensor) -> torch.Tensor:
@@ -25,14 +25,17 @@ def ink_weights(images: torch.Tensor, background: torch.Tensor) -> torch.Tensor:
     return (distance - noise_floor[:, None, None]).clamp_(min=0.0)
 
 
-def center_objects(images: ImageInput, blur_sigma: float = 0.0, isolate: bool = False) -> torch.Tensor:
+def center_objects(
+    images: ImageInput, blur_sigma: float = 0.0, isolate: bool = False, objects: ObjectCheck | None = None
+) -> torch.Tensor:
     """Translate each image so that its ink centroid lands on the image center; blur it if ``blur_sigma`` > 0.
 
     Accepts uint8 NHWC or float NCHW images and returns float32 ``(N, 3, H, W)`` in [0, 1]. Pixels shifted in
     from outside the frame take the background color. Images without ink (blank) are left in place. With
     ``isolate`` only the largest foreground component and its one-pixel rim are kept (the object of
     :func:`~compgen.evaluation.objects.check_objects`): specks elsewhere are painted over with the background, so
-    they neither pull the centroid nor reach the classifier.
+    they neither pull the centroid nor reach the classifier. ``objects``, the one-object check of these very images
+    when the caller already ran it, saves running it again.
     """
     x = to_float_images(images)
     n, _, h, w = x.shape
@@ -40,7 +43,7 @@ def center_objects(images: ImageInput, blur_sigma: float = 0.0, isolate: bool = 
         return x
     background = estimate_background(x)
     if isolate:
-        mask = check_objects(x).object_mask.float()[:, None]
+        mask = (objects if objects is not None else check_objects(x)).object_mask.to(x.device).float()[:, None]
         keep = max_filter3(mask) > 0
         keep |= ~mask.flatten(1).any(dim=1)[:, None, None, None]  # nothing found: leave the image as it is
         x = torch.where(keep, x, background[:, :, None, None])

@@ -30,7 +30,7 @@ from ..concepts import ConceptGraph, ConceptSpace
 from ..eval_mode import eval_mode
 from ..images import ImageInput, to_float_images
 from .corruptions import ProbeAugmentation
-from .objects import estimate_background
+from .objects import ObjectCheck, estimate_background
 from .preprocessing import center_objects
 
 logger = logging.getLogger(__name__)
@@ -108,14 +108,17 @@ class ConceptProbes(ModelMixin, ConfigMixin):
                 heads[variable.name] = _ConvProbe(variable.num_values, cnn_channels)
         self.heads = nn.ModuleDict(heads)
 
-    def preprocess(self, images: ImageInput) -> torch.Tensor:
-        """The fixed (untrained) input transform: float NCHW in [0, 1], optionally centered, on the probe device."""
+    def preprocess(self, images: ImageInput, objects: ObjectCheck | None = None) -> torch.Tensor:
+        """The fixed (untrained) input transform: float NCHW in [0, 1], optionally centered, on the probe device.
+        ``objects``: the one-object check of these images, when the caller already ran it (used by
+        ``isolate_object``)."""
         x = to_float_images(images).to(self.device)
         size = self.config.image_size
         if tuple(x.shape[-2:]) != (size, size):
             raise ValueError(f"probes expect {size}x{size} images, got {tuple(x.shape[-2:])}")
         if self.config.center_objects:
-            x = center_objects(x, blur_sigma=self.config.blur_sigma, isolate=self.config.isolate_object)
+            x = center_objects(x, blur_sigma=self.config.blur_sigma, isolate=self.config.isolate_object,
+                               objects=objects)
         if self.config.subtract_background:
             x = x - estimate_background(x)[:, :, None, None]
         return x
@@ -132,12 +135,17 @@ class ConceptProbes(ModelMixin, ConfigMixin):
         return self.classify(self.preprocess(images))
 
     @torch.no_grad()
-    def predict_proba(self, images: ImageInput, batch_size: int = 512) -> list[torch.Tensor]:
-        """Class probabilities per concept, a list of ``(N, k_v)`` tensors in variable order (on CPU)."""
+    def predict_proba(
+        self, images: ImageInput, batch_size: int = 512, objects: ObjectCheck | None = None
+    ) -> list[torch.Tensor]:
+        """Class probabilities per concept, a list of ``(N, k_v)`` tensors in variable order (on CPU).
+        ``objects``: the one-object check of ``images``, when the caller already ran it."""
         chunks: list[list[torch.Tensor]] = [[] for _ in self.space.variables]
         with eval_mode(self):
             for start in range(0, len(images), batch_size):
-                logits = self(to_float_images(images[start : start + batch_size]))
+                stop = start + batch_size
+                check = objects.rows(start, stop) if objects is not None else None
+                logits = self.classify(self.preprocess(to_float_images(images[start:stop]), objects=check))
                 for j, name in enumerate(self.space.names):
                     chunks[j].append(logits[name].float().softmax(dim=-1).cpu())
         if not chunks[0]:

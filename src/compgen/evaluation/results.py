@@ -60,6 +60,43 @@ def run_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return summary
 
 
+def seed_statistics(final: Sequence[float], best: Sequence[float],
+                    first_steps: dict[str, Sequence[int | None]]) -> dict[str, Any]:
+    """An arm's numbers at one level by one scorer, from its seeds: mean and *sample* standard deviation (n - 1) of
+    the final and the best accuracy (rounded to 3 digits, as the docs print them), and each seed's first step at every
+    threshold (never averaged: a mean of steps is no evaluation step)."""
+    import numpy as np
+
+    stats: dict[str, Any] = {"seeds": len(final)}
+    for name, values in (("final", final), ("best", best)):
+        array = np.asarray(values, dtype=np.float64)
+        stats[name] = [round(float(v), 4) for v in array]
+        stats[f"{name}_mean"] = round(float(array.mean()), 3)
+        stats[f"{name}_sd"] = round(float(array.std(ddof=1)), 3) if len(array) > 1 else None
+    for threshold, steps in first_steps.items():
+        stats[f"first_step_{threshold}"] = list(steps)
+    return stats
+
+
+def arm_statistics(arms: dict[str, Sequence[str]], summary: dict[str, Any],
+                   thresholds: Sequence[float] = (0.5, 0.9)) -> dict[str, Any]:
+    """``{arm: {scorer: {level: seed_statistics}}}`` for arms given as lists of run names of ``summary["runs"]``."""
+    from .compare import summarize_arm
+
+    out: dict[str, Any] = {}
+    for arm, names in arms.items():
+        runs = [read_log(summary["_dir"] / summary["runs"][name]["log"]) for name in names]
+        out[arm] = {"runs": list(names)}
+        for scorer, key in SCORERS.items():
+            if key not in runs[0][0]:
+                continue
+            out[arm][scorer] = {
+                str(level): seed_statistics(entry.final, entry.best,
+                                            {str(t): entry.first_step[t] for t in thresholds})
+                for level, entry in summarize_arm(runs, thresholds, key).items()}
+    return out
+
+
 def collect_runs(sources: Sequence[str | Path]) -> dict[str, dict[str, Any]]:
     """``{run name: {"log": path, "samples": dir or None, "command": str or None}}`` from learning-dynamics logs and
     study directories (every cell of a study that logged, named after its cell directory)."""
@@ -85,7 +122,7 @@ def collect_runs(sources: Sequence[str | Path]) -> dict[str, dict[str, Any]]:
 
 
 def write_results(sources: Sequence[str | Path], output: str | Path, machine: str, date: str | None = None,
-                  figures: Sequence[str] = ()) -> dict[str, Any]:
+                  figures: Sequence[str] = (), arms: dict[str, Sequence[str]] | None = None) -> dict[str, Any]:
     """Copy the logs of ``sources`` into ``output/logs``, write ``output/summary.json``, the studies' overlays and,
     for the runs named in ``figures``, every plot of :func:`~compgen.evaluation.plots.plot_all`."""
     from .plots import plot_all
@@ -109,6 +146,8 @@ def write_results(sources: Sequence[str | Path], output: str | Path, machine: st
             if (source / "plots").is_dir():
                 for overlay in (source / "plots").glob("overlay_*.png"):
                     shutil.copyfile(overlay, output / "figures" / f"{study['study']}_{overlay.name}")
+    if arms:
+        summary["arms"] = arm_statistics(arms, {**summary, "_dir": output})
     atomic_write_text(output / "summary.json", json.dumps(summary, indent=1) + "\n")
     return summary
 
@@ -154,11 +193,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--date", default=None, help="when it ran (default: today)")
     parser.add_argument("--figures", nargs="*", default=[], help="runs that get every plot (dynamics, emergence "
                         "order, samples); the studies' overlays are always copied")
+    parser.add_argument("--arm", nargs="+", action="append", default=[], metavar=("NAME", "RUN"),
+                        help="an arm and its runs (one per seed): mean, sample standard deviation and each seed's "
+                        "first steps per level and scorer go into summary.json under 'arms'")
     args = parser.parse_args(argv)
-    unknown = sorted(set(args.figures) - set(collect_runs(args.sources)))
+    arms = {arm[0]: arm[1:] for arm in args.arm}
+    unknown = sorted((set(args.figures) | {run for runs in arms.values() for run in runs})
+                     - set(collect_runs(args.sources)))
     if unknown:
-        parser.error(f"--figures names runs that are not among the sources: {unknown}")
-    summary = write_results(args.sources, args.output, args.machine, args.date, figures=args.figures)
+        parser.error(f"--figures or --arm names runs that are not among the sources: {unknown}")
+    summary = write_results(args.sources, args.output, args.machine, args.date, figures=args.figures, arms=arms)
     print(f"{len(summary['runs'])} runs -> {args.output}")
     return summary
 

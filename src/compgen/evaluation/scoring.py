@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..concepts import ConceptSpace
+from ..images import to_float_images
 from .objects import ObjectCheck, check_objects
 from .pixel_scorer import PixelStatisticsScorer
 from .probes import ConceptProbes
@@ -99,15 +100,20 @@ class ImageScorer:
         return self._pixel_scorer
 
     def score(self, images: np.ndarray) -> ImageScores:
-        """Score uint8 ``(N, H, W, 3)`` images."""
-        probabilities = [p.numpy() for p in self.probes.predict_proba(images, batch_size=self.batch_size)]
+        """Score uint8 ``(N, H, W, 3)`` images.
+
+        The batch is prepared once: converted to float once, and the one-object check runs once and is shared by
+        the probes (when they isolate the object), the object rule and the pixel scorer."""
+        x = to_float_images(images)
+        scorer = self.pixel_scorer(x.shape[-2])
+        isolate = self.probes.config.center_objects and self.probes.config.isolate_object
+        objects = check_objects(x) if (self.require_object or scorer is not None or isolate) else None
+        probabilities = [p.numpy() for p in self.probes.predict_proba(x, batch_size=self.batch_size,
+                                                                       objects=objects)]
         predictions = np.stack([p.argmax(axis=1) for p in probabilities], axis=1)
-        objects = None
         if self.require_object:
             # An image without exactly one object has none of its class's concepts: every concept counts as wrong.
-            objects = check_objects(images)
             predictions[~objects.valid] = -1
             probabilities = [np.where(objects.valid[:, None], p, 0.0) for p in probabilities]
-        scorer = self.pixel_scorer(images.shape[1])
-        pixel_predictions = scorer.predict(images) if scorer is not None else None
-        return ImageScores(predictions, probabilities, objects, pixel_predictions)
+        pixel_predictions = scorer.predict(x, objects=objects) if scorer is not None else None
+        return ImageScores(predictions, probabilities, objects if self.require_object else None, pixel_predictions)

@@ -43,7 +43,7 @@ class DiTTask(DDPMTask):
         vqvae: The frozen tokenizer.
         scheduler: The noise schedule and prediction type.
         train_latents: ``(N, C, g, g)`` latents of the training images (row ``i`` for ``batch["index"] == i``).
-        tokenizer_report: The tokenizer's reconstruction report, for the model card's ceiling table.
+        tokenizer_report: The tokenizer's reconstruction report, for the model card's reconstruction table.
     """
 
     def __init__(
@@ -87,7 +87,7 @@ class DiTTask(DDPMTask):
         config = self.model.config
         sections = []
         if self.tokenizer_report is not None:
-            sections.append(("Tokenizer ceiling", reconstruction_markdown(self.tokenizer_report)))
+            sections.append(("Tokenizer reconstruction accuracy", reconstruction_markdown(self.tokenizer_report)))
         return {
             "model_name": "TupleConditionedDiT (diffusion over tokenizer latents)",
             "pipeline_class": "TupleConditionedDiTPipeline",

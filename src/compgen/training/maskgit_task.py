@@ -204,7 +204,7 @@ class MaskGITTask(TrainingTask):
             }
         sections = []
         if self.tokenizer_report is not None:
-            sections.append(("Tokenizer ceiling", reconstruction_markdown(self.tokenizer_report)))
+            sections.append(("Tokenizer reconstruction accuracy", reconstruction_markdown(self.tokenizer_report)))
         return {
             "model_name": "MaskGITTransformer" + (" + JEPA" if self.target is not None else ""),
             "pipeline_class": "MaskGITPipeline",

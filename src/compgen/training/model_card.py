@@ -17,6 +17,17 @@ PLOT_NAME = "learning_dynamics.png"
 LOCAL_OPTIONS = ("cache_dir", "celeba_dir", "celeba_parquet", "probes_path", "vqvae_path", "dataset", "peer_dir")
 """Options that name places on one machine: kept in the run's checkpoints, never published in a model card."""
 THRESHOLD = 0.9
+CELEBA_LICENSE_NAME = "celeba-dataset-release-agreement"
+CELEBA_LICENSE_LINK = "https://mmlab.ie.cuhk.edu.hk/projects/CelebA.html"
+CELEBA_LICENSE_TEXT = ("Trained on CelebA, whose release agreement allows non-commercial research purposes only: these "
+                       "weights carry that restriction (`license: other`). The compgen code is Apache-2.0.")
+
+
+def is_celeba_dataset(dataset_name: str | None) -> bool:
+    """Whether a run's dataset name (``celeba``, ``celeba-cpu``, ...) is CelebA."""
+    from ..data.loading import CELEBA_SOURCE
+
+    return bool(dataset_name) and str(dataset_name).split("/")[-1].lower().startswith(CELEBA_SOURCE)
 
 
 def first_step_reaching(
@@ -40,12 +51,17 @@ def results_markdown(records: list[dict[str, Any]], graph: ConceptGraph) -> str:
     lines = [
         f"Multiplicative accuracy (Okawa et al. 2023, Eq. 2: a sample counts only if every concept probe agrees) "
         f"of {final['num_images_per_class']} samples per class at step {final['step']}; "
-        f"chance level {final['chance']:.3f}. A sample without exactly one object of plausible size is wrong on "
-        "every concept.",
+        f"chance level {final['chance']:.3f}."
+        + (" A sample without exactly one object of plausible size is wrong on every concept (the one-object "
+           "check)." if "object_failures" in final else ""),
     ]
     if pixel:
-        lines += ["", "Every number is given by two independent scorers: the concept probes (a CNN) and pixel "
-                      "statistics of the object with thresholds set from real renders (no learned weights)."]
+        lines += ["", "Two independent scorers: the concept probes (a CNN) and pixel statistics of the object with "
+                      "thresholds set from real renders (no learned weights). Both give the final accuracy and the "
+                      "first step >= 0.9 of every level and the final accuracy of every class; the best accuracy, "
+                      "the additive accuracy and the object rate come from the probes only."]
+    else:
+        lines += ["", "Every number comes from the concept probes (no second scorer for these images)."]
     pixel_header = (" pixel scorer final | pixel scorer first step >= 0.9 |", "---|---|") if pixel else ("", "")
     lines += [
         "",
@@ -134,7 +150,7 @@ def write_model_card(
 
     ``details`` (from the training task) may hold ``model_name``, ``pipeline_class``, ``tags``, ``hyperparameters``
     (``{name: value}``, listed under *Model*) and ``sections``: ``(title, markdown)`` pairs rendered as ``## title``
-    sections after *Results* (e.g. MaskGIT's tokenizer-ceiling table).
+    sections after *Results* (e.g. MaskGIT's tokenizer reconstruction table).
     """
     output_dir = Path(output_dir)
     has_plot = False
@@ -145,12 +161,17 @@ def write_model_card(
         has_plot = True
     pipeline_class = details.get("pipeline_class", "DiffusionPipeline")
     hub_id = hub_dataset_id(dataset_name)
+    # The weights carry the licence of the data they were trained on: the synthetic shapes data is under the code's
+    # licence (Apache-2.0, LICENSE); CelebA is for non-commercial research only. No Hub pipeline tag fits a
+    # generator conditioned on concept tuples (neither text-to-image nor unconditional), so none is set.
+    celeba = is_celeba_dataset(dataset_name)
     card_data = ModelCardData(
         library_name="diffusers",
-        license="apache-2.0",
+        license="other" if celeba else "apache-2.0",
+        license_name=CELEBA_LICENSE_NAME if celeba else None,
+        license_link=CELEBA_LICENSE_LINK if celeba else None,
         tags=["compgen", "compositional-generalization", "concept-graph", "diffusers", *details.get("tags", [])],
         datasets=[hub_id] if hub_id else None,
-        pipeline_tag="unconditional-image-generation",
     )
     skipped = {"extra", "hub_token", "output_dir", "resume_from_checkpoint", "overwrite_output_dir", *LOCAL_OPTIONS}
     training = {k: v for k, v in asdict(config).items() if k not in skipped}
@@ -185,6 +206,9 @@ def write_model_card(
     body += ["", "## Training", ""] + [f"- {k}: `{v}`" for k, v in sorted(training.items())]
     body += ["", "Evaluation: concept probes and, for the shapes data, pixel statistics score every generated image "
                  "(compgen.evaluation; docs/evaluation.md).", ""]
+    body += ["## License", "", CELEBA_LICENSE_TEXT if celeba else
+             "Apache-2.0, as the compgen code; the synthetic concept-graph shapes data it was trained on is under the "
+             "same licence.", ""]
     content = f"---\n{card_data.to_yaml()}\n---\n\n" + "\n".join(body)
     atomic_write_text(output_dir / "README.md", content)
     return ModelCard(content)

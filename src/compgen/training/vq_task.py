@@ -18,8 +18,8 @@ class VQTask(TrainingTask):
     """Pixel MSE of the reconstruction plus the VQ codebook / commitment loss (diffusers' ``VectorQuantizer``).
 
     What the tokenizer can represent is measured after training by
-    :func:`compgen.evaluation.tokenizer_report.reconstruction_report` (the ceiling of any generator decoding through
-    it), not by sampling, so the task has no ``generate``.
+    :func:`compgen.evaluation.tokenizer_report.reconstruction_report` (its reconstruction accuracy per class), not
+    by sampling, so the task has no ``generate``.
 
     Codebook usage: short runs otherwise settle on a few dozen of the 256 codes, too few to represent held-out
     compositions. Two remedies, both on by default:
