@@ -31,6 +31,7 @@ from diffusers.models.modeling_utils import ModelMixin
 from diffusers.models.unets.unet_2d import UNet2DOutput
 from safetensors.torch import save_file
 
+from compgen.cli import parse_widths
 from compgen.concepts import ConceptSpace
 from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
 from compgen.training.ddpm_task import DDPMTask
@@ -136,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
         concept_space=run.train_data.space.to_pairs(),
         continuous_concepts=run.continuous_concepts,
         sample_size=run.train_data.image_size,
-        n_feat=int(args.block_out_channels.split(",")[0]),
+        n_feat=parse_widths(args.block_out_channels, "block_out_channels")[0],
         num_train_timesteps=int(args.num_train_timesteps or 500),
     )
     scheduler = paper_ddpm_scheduler(int(args.num_train_timesteps or 500), args.prediction_type or "epsilon")

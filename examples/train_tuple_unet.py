@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 
 from compgen import TupleConditionedUNet2DModel
+from compgen.cli import parse_widths
+from compgen.models.concept_embedding import check_concept_dropout
 from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
 from compgen.training.ddpm_task import DDPMTask
 from compgen.training.script import prepare_run
@@ -57,18 +59,13 @@ PRESETS = {
 
 def check_arguments(args: argparse.Namespace) -> None:
     """This script's own options, checked before any work."""
-    try:
-        widths = [int(w) for w in args.block_out_channels.split(",")]
-    except ValueError:
-        raise ValueError(f"--block_out_channels must be comma-separated integers, got {args.block_out_channels!r}") \
-            from None
+    widths = parse_widths(args.block_out_channels, "block_out_channels")
     if not widths or any(w < 1 or w % 8 for w in widths):
         raise ValueError(f"--block_out_channels must be positive multiples of 8, got {args.block_out_channels}")
     for name in ("layers_per_block", "num_train_timesteps", "eval_inference_steps"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be at least 1, got {getattr(args, name)}")
-    if not 0 <= args.concept_dropout < 1:
-        raise ValueError(f"--concept_dropout must be in [0, 1), got {args.concept_dropout}")
+    check_concept_dropout(args.concept_dropout, "--concept_dropout")
     if args.block_type == "paper" and args.layers_per_block != 2:
         raise ValueError("--block_type paper is the official layout (one block per down stage, two per up stage): "
                          f"--layers_per_block must be 2, got {args.layers_per_block}")
@@ -93,7 +90,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
     unet = TupleConditionedUNet2DModel(
         sample_size=run.train_data.image_size,
-        block_out_channels=tuple(int(w) for w in args.block_out_channels.split(",")),
+        block_out_channels=parse_widths(args.block_out_channels, "block_out_channels"),
         layers_per_block=args.layers_per_block,
         concept_space=run.train_data.space.to_dict(),
         conditioning=args.conditioning,

@@ -27,6 +27,14 @@ def apply_preset(parser: argparse.ArgumentParser, presets: dict[str, dict[str, A
     return known.preset or "none"
 
 
+def parse_widths(text: str, option: str) -> tuple[int, ...]:
+    """A comma-separated width flag (``--block_out_channels 32,64``) as integers: the one parser of every such flag."""
+    try:
+        return tuple(int(width) for width in text.split(","))
+    except ValueError:
+        raise ValueError(f"--{option} must be comma-separated integers, got {text!r}") from None
+
+
 def add_celeba_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags that locate a local CelebA copy for ``--dataset celeba`` (see :mod:`compgen.data.celeba`)."""
     from .data.celeba import CelebAConcepts

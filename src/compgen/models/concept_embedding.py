@@ -33,8 +33,13 @@ def check_conditioning(conditioning: str, continuous_concepts: Mapping | None, c
             "conditioning='full' needs continuous_concepts (the canonical value table per continuous variable), "
             "e.g. shapes_continuous_concepts(space)"
         )
+    check_concept_dropout(concept_dropout)
+
+
+def check_concept_dropout(concept_dropout: float, name: str = "concept_dropout") -> None:
+    """Raise ``ValueError`` unless ``concept_dropout`` lies in [0, 1); ``name`` is how the caller spells it (a flag)."""
     if not 0.0 <= concept_dropout < 1.0:
-        raise ValueError(f"concept_dropout must be in [0, 1), got {concept_dropout}")
+        raise ValueError(f"{name} must be in [0, 1), got {concept_dropout}")
 
 
 class ConceptEmbedding(nn.Module):
