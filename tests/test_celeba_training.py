@@ -13,20 +13,13 @@ from celeba_fixtures import make_mini_celeba, write_hub_pm1_layout, write_offici
 from repo_scripts import load_repo_script
 
 from compgen import MaskGITPipeline, TupleConditionedDDPMPipeline, TupleConditionedDiTPipeline
+from compgen.cli import add_celeba_arguments, apply_preset, celeba_builder_options
 from compgen.data.loading import load_concept_dataset, split_tensors, training_data_from
 from compgen.evaluation.probes import ConceptProbes
 from compgen.evaluation.train_probes import main as train_probes_main
 from compgen.evaluation.train_probes import probe_accuracy
-from compgen.training.script import (
-    DATASET_DEFAULTS,
-    add_celeba_arguments,
-    apply_dataset_defaults,
-    apply_preset,
-    celeba_builder_options,
-    check_image_size,
-    load_probes,
-)
-from compgen.training.trainer import add_training_arguments
+from compgen.training.config import add_training_arguments
+from compgen.training.script import DATASET_DEFAULTS, apply_dataset_defaults, check_image_size, load_probes
 
 TRAINING_CLASSES = ["000", "001", "010", "100"]
 LEVELS = {"000": 0, "001": 0, "010": 0, "100": 0, "011": 1, "101": 1, "110": 1, "111": 2}

@@ -22,10 +22,10 @@ from compgen import (
 from compgen.models.vq_tokenizer import build_vq_tokenizer
 from compgen.shapes import shapes_continuous_concepts
 from compgen.training import acceleration
+from compgen.training.config import TrainingConfig, add_training_arguments, config_from_args
 from compgen.training.ddpm_task import DDPMTask
 from compgen.training.dit_task import DiTTask, latent_statistics, precompute_latents
 from compgen.training.maskgit_task import MaskGITTask, precompute_tokens
-from compgen.training.trainer import TrainingConfig, add_training_arguments, config_from_args
 from compgen.training.vq_task import VQTask
 
 pytestmark = pytest.mark.usefixtures("single_thread")

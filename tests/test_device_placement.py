@@ -26,9 +26,10 @@ from compgen import MaskGITScheduler, MaskGITTransformer, TupleConditionedUNet2D
 from compgen.data.loading import ConceptImageData
 from compgen.models.vq_tokenizer import build_vq_tokenizer
 from compgen.shapes import shapes_continuous_concepts
+from compgen.training.config import TrainingConfig
 from compgen.training.ddpm_task import DDPMTask
 from compgen.training.maskgit_task import MaskGITTask, precompute_tokens
-from compgen.training.trainer import Trainer, TrainingConfig
+from compgen.training.trainer import Trainer
 from compgen.training.vq_task import VQTask
 
 pytestmark = pytest.mark.usefixtures("fresh_accelerator_state", "single_thread")

@@ -19,9 +19,10 @@ from safetensors.torch import load_file
 
 from compgen import TupleConditionedDDPMPipeline, TupleConditionedUNet2DModel
 from compgen.evaluation.tracker import renderer_generator
-from compgen.training.checkpoint import CheckpointError
+from compgen.training.checkpoint import CheckpointError, list_checkpoints
+from compgen.training.config import TrainingConfig
 from compgen.training.ddpm_task import DDPMTask
-from compgen.training.trainer import NonFiniteLossError, Trainer, TrainingConfig, list_checkpoints
+from compgen.training.trainer import NonFiniteLossError, Trainer
 
 pytestmark = pytest.mark.usefixtures("fresh_accelerator_state", "single_thread")
 

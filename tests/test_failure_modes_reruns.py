@@ -21,8 +21,8 @@ from compgen.concepts import shapes_space
 from compgen.evaluation.evaluate import evaluate_run
 from compgen.evaluation.evaluate import main as evaluate_main
 from compgen.shapes import shapes_continuous_concepts
-from compgen.training.checkpoint import CheckpointError
-from compgen.training.trainer import TrainingConfig, list_checkpoints
+from compgen.training.checkpoint import CheckpointError, list_checkpoints
+from compgen.training.config import TrainingConfig
 
 pytestmark = pytest.mark.usefixtures("fresh_accelerator_state", "single_thread")
 

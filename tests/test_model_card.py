@@ -4,8 +4,8 @@ import pytest
 from huggingface_hub import ModelCard
 
 from compgen.concepts import get_split_preset
+from compgen.training.config import TrainingConfig
 from compgen.training.model_card import hub_dataset_id, write_model_card
-from compgen.training.trainer import TrainingConfig
 
 GRAPH = get_split_preset("H32-train1").graph()
 LEVEL_2_ACCURACY = {100: 0.0, 200: 0.5, 300: 0.95, 400: 0.85}  # crosses 0.9 at step 300, then falls back

@@ -11,8 +11,8 @@ from safetensors.torch import load_file
 
 from compgen import MaskGITPipeline, MaskGITTransformer
 from compgen.data.concept_graph_builder import build_concept_graph_dataset
+from compgen.training.checkpoint import list_checkpoints
 from compgen.training.maskgit_task import MaskGITTask
-from compgen.training.trainer import list_checkpoints
 
 TINY = ["--train_batch_size", "16", "--hidden_size", "16", "--num_layers", "2", "--num_heads", "2",
         "--vq_block_out_channels", "8,8,8", "--vq_embed_dim", "4", "--codebook_size", "32", "--vq_steps", "3",

@@ -12,8 +12,10 @@ from safetensors.torch import load_file
 from compgen import TupleConditionedDDPMPipeline, TupleConditionedUNet2DModel
 from compgen.evaluation.tracker import renderer_generator
 from compgen.hub import files_to_upload
+from compgen.training.checkpoint import list_checkpoints
+from compgen.training.config import TrainingConfig
 from compgen.training.ddpm_task import DDPMTask
-from compgen.training.trainer import Trainer, TrainingConfig, list_checkpoints
+from compgen.training.trainer import Trainer
 
 pytestmark = pytest.mark.usefixtures("fresh_accelerator_state")
 

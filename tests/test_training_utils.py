@@ -6,8 +6,9 @@ import pytest
 import torch
 from torch import nn
 
+from compgen.training.config import TrainingConfig, add_training_arguments, config_from_args
 from compgen.training.ema import ExponentialMovingAverage, MomentumSchedule
-from compgen.training.trainer import TrainingConfig, add_training_arguments, batch_indices, config_from_args
+from compgen.training.task import batch_indices
 
 
 def test_batch_indices_cover_each_epoch_once_and_depend_only_on_step():

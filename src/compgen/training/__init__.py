@@ -5,10 +5,12 @@ A script builds a model, wraps it in a task (:class:`DDPMTask`, :class:`MaskGITT
 ``examples/`` and ``ARCHITECTURE.md``.
 """
 
+from .config import TrainingConfig
 from .ddpm_task import DDPMTask
 from .dit_task import DiTTask
 from .maskgit_task import MaskGITTask
-from .trainer import Trainer, TrainingConfig, TrainingTask
+from .task import TrainingTask
+from .trainer import Trainer
 from .vq_task import VQTask
 
 __all__ = ["DDPMTask", "DiTTask", "MaskGITTask", "Trainer", "TrainingConfig", "TrainingTask", "VQTask"]

@@ -1,7 +1,7 @@
 """Training checkpoints as safetensors and JSON only: nothing is pickled, so loading one never runs code.
 
 A checkpoint directory holds everything exact resume needs. The batch and every random draw of step ``s`` are
-functions of ``(seed, s)`` (see :mod:`compgen.training.trainer`), so no random-number-generator state is stored:
+functions of ``(seed, s)`` (see :mod:`compgen.training.task`), so no random-number-generator state is stored:
 
 - ``model.safetensors``: the trainable module's weights;
 - ``optimizer.safetensors`` + ``optimizer.json``: the optimizer's state tensors and its other state (param groups,
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -34,18 +33,6 @@ LR_SCHEDULER_NAME = "lr_scheduler.json"
 TRAINER_STATE_NAME = "trainer_state.json"
 CHECKPOINTS_DIR = "checkpoints"
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
-
-
-LENGTH_FREE_LR_SCHEDULES = ("constant", "constant_with_warmup", "piecewise_constant")
-"""Learning-rate schedules that do not depend on ``max_train_steps``."""
-
-RUN_OPTIONS = ("output_dir", "resume_from_checkpoint", "overwrite_output_dir", "checkpointing_steps",
-               "checkpoints_total_limit", "eval_steps", "eval_images_per_class", "logging_steps", "report_to",
-               "push_to_hub", "hub_model_id", "hub_token", "hub_private", "max_train_steps")
-"""Training options that may differ between a run and its resumption; every other one must match. They do not change
-the steps a run takes: where and how often things are written, and how long to train. The length only while nothing
-is scheduled over it (a learning rate of :data:`LENGTH_FREE_LR_SCHEDULES`, no task schedule over the length): then a
-longer run repeats the shorter one's steps exactly and goes on; otherwise resume refuses another length."""
 
 
 class CheckpointError(ValueError):
@@ -159,38 +146,3 @@ def list_checkpoints(checkpoint_dir: Path) -> list[tuple[int, Path]]:
         if match and path.is_dir():
             found.append((int(match.group(1)), path))
     return sorted(found)
-
-
-def check_resumable(trainer_state: dict[str, Any], path: Path, config: Any, num_processes: int,
-                    task_schedules: list[str]) -> None:
-    """Raise :class:`CheckpointError` unless the run of ``config`` (a ``TrainingConfig``) on ``num_processes`` may go
-    on from the checkpoint at ``path``: the same training options (all but :data:`RUN_OPTIONS`), the same number of
-    processes, and the same length if anything runs over it (the learning rate or one of ``task_schedules``)."""
-    saved = trainer_state.get("config", {})
-    fingerprint = trainer_state.get("fingerprint")
-    if fingerprint is not None and fingerprint != config.fingerprint():
-        ours = _jsonable(asdict(config))
-        # An option added to compgen after the checkpoint was written matches when this run keeps its default.
-        defaults = _jsonable(asdict(type(config)()))
-        differences = sorted(k for k in set(saved) | set(ours)
-                             if k not in RUN_OPTIONS and saved.get(k, defaults.get(k)) != ours.get(k))
-        if differences or not saved:
-            raise CheckpointError(f"checkpoint {path} was written by a run with other training options "
-                                  f"({', '.join(differences) or 'unknown'}); resuming it would mix two runs")
-    length = saved.get("max_train_steps")
-    tied = ([] if config.lr_scheduler in LENGTH_FREE_LR_SCHEDULES else [f"--lr_scheduler {config.lr_scheduler}"])
-    tied += task_schedules
-    if length is not None and length != config.max_train_steps and tied:
-        raise CheckpointError(f"checkpoint {path} belongs to a run of {length} steps, and {' and '.join(tied)} run "
-                              f"over the whole length: resuming it with --max_train_steps {config.max_train_steps} "
-                              "would change them midway (a decayed learning rate would rise again); resume with "
-                              f"--max_train_steps {length}, or start a new run")
-    processes = trainer_state.get("num_processes", num_processes)
-    if processes != num_processes:
-        raise CheckpointError(f"checkpoint {path} was written with {processes} processes, this run has "
-                              f"{num_processes}: the data order would differ; resume with the same number of "
-                              "processes")
-
-
-def _jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))

@@ -15,7 +15,7 @@ from torch import nn
 from ..eval_mode import eval_mode
 from ..images import unit_to_uint8
 from .acceleration import compiled_for_sampling, to_device
-from .trainer import TrainingTask
+from .task import TrainingTask
 
 PREDICTION_TYPES = ("epsilon", "v_prediction", "sample")
 

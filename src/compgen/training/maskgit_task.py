@@ -20,7 +20,7 @@ from ..models.maskgit_transformer import MaskGITTransformer
 from ..models.vq_tokenizer import encode_to_indices
 from ..schedulers.scheduling_maskgit import MaskGITScheduler
 from .ema import ExponentialMovingAverage, MomentumSchedule
-from .trainer import TrainingTask
+from .task import TrainingTask
 
 JEPA_TARGET_DIR = "jepa_target"
 

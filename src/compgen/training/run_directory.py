@@ -1,4 +1,5 @@
-"""A run's output directory: one run at a time, and a rerun never replaces a finished run.
+"""A run's output directory (:class:`RunDirectory`): one run at a time, a rerun never replaces a finished run, and
+the checkpoints a run writes and may resume from.
 
 A training run claims its ``--output_dir`` with an OS lock (``fcntl.flock`` on ``OUTPUT/.compgen.lock``) for as long
 as it works there; another process that asks for the same directory fails at once, with the holder's pid. The kernel
@@ -6,17 +7,23 @@ drops the lock when its holder dies, so a killed run leaves nothing stale behind
 re-entrant: a script claims its directory before it builds any data, and the training loop it then starts claims it
 again.
 
-:func:`check_output_dir` decides, under the claim, whether starting here would replace another run's files.
+:meth:`RunDirectory.check_start` decides, under the claim, whether starting here would replace another run's files;
+:meth:`RunDirectory.resume_candidates` and :meth:`RunDirectory.check_resumable` which checkpoint a resumed run
+continues from; :meth:`RunDirectory.write_checkpoint` writes one atomically and prunes the old ones.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from .checkpoint import CHECKPOINTS_DIR, list_checkpoints
+from .checkpoint import CHECKPOINTS_DIR, CheckpointError, list_checkpoints, read_trainer_state
+from .config import LENGTH_FREE_LR_SCHEDULES, RUN_OPTIONS, TrainingConfig
 
 try:
     import fcntl
@@ -139,60 +146,128 @@ def check_not_a_file(directory: Path) -> None:
             raise ValueError(f"--output_dir {directory} {where}: choose a directory")
 
 
-def run_files(directory: Path) -> list[Path]:
-    """What a run leaves in its output directory (checkpoints, log, samples, export, card), as far as present."""
-    return [directory / name for name in (CHECKPOINTS_DIR, LOG_NAME, SAMPLES_DIR, *EXPORT_MARKERS)
-            if (directory / name).exists()]
+class RunDirectory:
+    """One run's output directory: its claim, what a run left there, and the checkpoints it writes and resumes from."""
 
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self.checkpoint_dir = self.path / CHECKPOINTS_DIR
+        self.log_path = self.path / LOG_NAME
+        self.sample_dir = self.path / SAMPLES_DIR
 
-def check_output_dir(directory: str | os.PathLike, resume_from_checkpoint: str | None, overwrite: bool
-                     ) -> list[Path]:
-    """Raise if a run starting in ``directory`` would replace another run's files; returns the files
-    ``--overwrite_output_dir`` removes (empty otherwise).
+    def claim(self) -> RunDirectoryClaim:
+        """Claim this directory for this process's run (see :func:`claim_run_directory`)."""
+        return claim_run_directory(self.path)
 
-    - Without ``resume_from_checkpoint``, a directory holding a run (checkpoints, log, samples, export, card) is
-      refused (``FileExistsError``) unless ``overwrite``.
-    - With ``latest`` and no checkpoint, a directory holding a finished run's export or card is refused: starting over
-      would replace that run. A run killed before its first checkpoint (a log, no export) starts over.
-    - A checkpoint named explicitly must exist (:func:`resume_candidates`).
-    """
-    directory = Path(directory)
-    check_not_a_file(directory)
-    checkpoints = list_checkpoints(directory / CHECKPOINTS_DIR)
-    if resume_from_checkpoint == "latest":
-        finished = [name for name in EXPORT_MARKERS if (directory / name).is_file()]
-        if not checkpoints and finished:
+    def checkpoints(self) -> list[tuple[int, Path]]:
+        """The complete checkpoints in this directory, by step."""
+        return list_checkpoints(self.checkpoint_dir)
+
+    def run_files(self) -> list[Path]:
+        """What a run leaves here (checkpoints, log, samples, export, card), as far as present."""
+        return [self.path / name for name in (CHECKPOINTS_DIR, LOG_NAME, SAMPLES_DIR, *EXPORT_MARKERS)
+                if (self.path / name).exists()]
+
+    def check_start(self, resume_from_checkpoint: str | None, overwrite: bool) -> list[Path]:
+        """Raise if a run starting here would replace another run's files; returns the files
+        ``--overwrite_output_dir`` removes (empty otherwise).
+
+        - Without ``resume_from_checkpoint``, a directory holding a run (checkpoints, log, samples, export, card) is
+          refused (``FileExistsError``) unless ``overwrite``.
+        - With ``latest`` and no checkpoint, a directory holding a finished run's export or card is refused: starting
+          over would replace that run. A run killed before its first checkpoint (a log, no export) starts over.
+        - A checkpoint named explicitly must exist (:meth:`resume_candidates`).
+        """
+        directory = self.path
+        check_not_a_file(directory)
+        if resume_from_checkpoint == "latest":
+            finished = [name for name in EXPORT_MARKERS if (directory / name).is_file()]
+            if not self.checkpoints() and finished:
+                raise FileExistsError(
+                    f"--output_dir {directory} holds a finished run ({', '.join(finished)}) but no checkpoint to "
+                    "resume from: --resume_from_checkpoint latest would start over and replace it; pass "
+                    "--overwrite_output_dir (instead of --resume_from_checkpoint) to start over, or choose another "
+                    "--output_dir"
+                )
+            return []
+        if resume_from_checkpoint:
+            self.resume_candidates(resume_from_checkpoint)
+            return []
+        previous = self.run_files()
+        if previous and not overwrite:
             raise FileExistsError(
-                f"--output_dir {directory} holds a finished run ({', '.join(finished)}) but no checkpoint to resume "
-                "from: --resume_from_checkpoint latest would start over and replace it; pass --overwrite_output_dir "
-                "(instead of --resume_from_checkpoint) to start over, or choose another --output_dir"
+                f"--output_dir {directory} holds another run ({', '.join(p.name for p in previous)}); continue it "
+                "with --resume_from_checkpoint latest, start over with --overwrite_output_dir, or choose another "
+                "--output_dir"
             )
-        return []
-    if resume_from_checkpoint:
-        resume_candidates(directory, resume_from_checkpoint)
-        return []
-    previous = run_files(directory)
-    if previous and not overwrite:
-        raise FileExistsError(
-            f"--output_dir {directory} holds another run ({', '.join(p.name for p in previous)}); continue it with "
-            "--resume_from_checkpoint latest, start over with --overwrite_output_dir, or choose another --output_dir"
-        )
-    return previous
+        return previous
+
+    def resume_candidates(self, resume_from_checkpoint: str | None) -> list[Path]:
+        """The checkpoints to try, in order, for ``--resume_from_checkpoint``: with ``latest`` every complete one,
+        newest first (a broken one falls back to the one before); a name or a path gives that one; none gives none."""
+        if not resume_from_checkpoint:
+            return []
+        if resume_from_checkpoint == "latest":
+            return [path for _, path in reversed(self.checkpoints())]
+        path = Path(resume_from_checkpoint)
+        if not path.is_dir():
+            path = self.checkpoint_dir / resume_from_checkpoint
+        if not path.is_dir():
+            found = ", ".join(p.name for _, p in self.checkpoints()) or "none"
+            raise ValueError(f"--resume_from_checkpoint {resume_from_checkpoint!r}: no complete checkpoint at {path} "
+                             f"(there: {found})")
+        return [path]
+
+    @staticmethod
+    def check_resumable(trainer_state: dict[str, Any], path: Path, config: TrainingConfig, num_processes: int,
+                        task_schedules: list[str]) -> None:
+        """Raise :class:`CheckpointError` unless the run of ``config`` on ``num_processes`` may go on from the
+        checkpoint at ``path``: the same training options (all but :data:`RUN_OPTIONS`), the same number of
+        processes, and the same length if anything runs over it (the learning rate or one of ``task_schedules``)."""
+        saved = trainer_state.get("config", {})
+        fingerprint = trainer_state.get("fingerprint")
+        if fingerprint is not None and fingerprint != config.fingerprint():
+            ours = config.to_json_dict()
+            # An option added to compgen after the checkpoint was written matches when this run keeps its default.
+            defaults = type(config)().to_json_dict()
+            differences = sorted(k for k in set(saved) | set(ours)
+                                 if k not in RUN_OPTIONS and saved.get(k, defaults.get(k)) != ours.get(k))
+            if differences or not saved:
+                raise CheckpointError(f"checkpoint {path} was written by a run with other training options "
+                                      f"({', '.join(differences) or 'unknown'}); resuming it would mix two runs")
+        length = saved.get("max_train_steps")
+        tied = ([] if config.lr_scheduler in LENGTH_FREE_LR_SCHEDULES else [f"--lr_scheduler {config.lr_scheduler}"])
+        tied += task_schedules
+        if length is not None and length != config.max_train_steps and tied:
+            raise CheckpointError(f"checkpoint {path} belongs to a run of {length} steps, and {' and '.join(tied)} run "
+                                  f"over the whole length: resuming it with --max_train_steps {config.max_train_steps} "
+                                  "would change them midway (a decayed learning rate would rise again); resume with "
+                                  f"--max_train_steps {length}, or start a new run")
+        processes = trainer_state.get("num_processes", num_processes)
+        if processes != num_processes:
+            raise CheckpointError(f"checkpoint {path} was written with {processes} processes, this run has "
+                                  f"{num_processes}: the data order would differ; resume with the same number of "
+                                  "processes")
+
+    def write_checkpoint(self, step: int, write: Callable[[Path], None], run_id: str, limit: int | None) -> None:
+        """Write ``checkpoint-<step>`` atomically (``write`` fills a temporary directory, renamed into place), then
+        keep only the newest ``limit`` checkpoints of the run ``run_id`` (another run's are never pruned)."""
+        final = self.checkpoint_dir / f"checkpoint-{step}"
+        tmp = self.checkpoint_dir / f".tmp-checkpoint-{step}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        write(tmp)
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        if limit is not None:
+            ours = [(number, path) for number, path in self.checkpoints() if _checkpoint_run_id(path) == run_id]
+            for _, old in ours[:-limit]:
+                shutil.rmtree(old, ignore_errors=True)
 
 
-
-def resume_candidates(directory: Path, resume_from_checkpoint: str | None) -> list[Path]:
-    """The checkpoints to try, in order, for ``--resume_from_checkpoint``: with ``latest`` every complete one, newest
-    first (a broken one falls back to the one before); a name or a path gives that one; none gives none."""
-    if not resume_from_checkpoint:
-        return []
-    if resume_from_checkpoint == "latest":
-        return [path for _, path in reversed(list_checkpoints(directory / CHECKPOINTS_DIR))]
-    path = Path(resume_from_checkpoint)
-    if not path.is_dir():
-        path = directory / CHECKPOINTS_DIR / resume_from_checkpoint
-    if not path.is_dir():
-        found = ", ".join(p.name for _, p in list_checkpoints(directory / CHECKPOINTS_DIR)) or "none"
-        raise ValueError(f"--resume_from_checkpoint {resume_from_checkpoint!r}: no complete checkpoint at {path} "
-                         f"(there: {found})")
-    return [path]
+def _checkpoint_run_id(path: Path) -> str | None:
+    """The run id a checkpoint records (``None`` if it cannot be read)."""
+    try:
+        return read_trainer_state(path).get("run_id")
+    except CheckpointError:
+        return None

@@ -38,16 +38,10 @@ from ..data.loading import (
 )
 from ..evaluation.tokenizer_report import RECONSTRUCTION_REPORT_NAME
 from ..models.vq_tokenizer import build_vq_tokenizer
-from .run_directory import RunDirectoryClaim, RunDirectoryInUseError, check_output_dir, claim_run_directory
-from .trainer import (
-    Trainer,
-    TrainingConfig,
-    TrainingTask,
-    add_training_arguments,
-    check_batch_fits,
-    config_from_args,
-    multi_cpu_launch,
-)
+from .config import TrainingConfig, add_training_arguments, config_from_args, multi_cpu_launch
+from .run_directory import RunDirectory, RunDirectoryClaim, RunDirectoryInUseError
+from .task import TrainingTask, check_batch_fits
+from .trainer import Trainer
 from .vq_task import VQTask
 
 logger = logging.getLogger(__name__)
@@ -176,8 +170,9 @@ def prepare_run(
         _check_dataset_config(args)
         config.check_environment()
         if state.is_main_process:
-            claim = claim_run_directory(config.output_dir)
-            check_output_dir(config.output_dir, config.resume_from_checkpoint, config.overwrite_output_dir)
+            run_directory = RunDirectory(config.output_dir)
+            claim = run_directory.claim()
+            run_directory.check_start(config.resume_from_checkpoint, config.overwrite_output_dir)
         if validate is not None:
             validate(args)
     except (ValueError, OSError, RunDirectoryInUseError) as error:

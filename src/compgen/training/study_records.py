@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..atomic_io import atomic_write_text
-from .run_directory import run_files
+from .run_directory import RunDirectory
 
 RECORD_NAME = "study_run.json"
 
@@ -45,7 +45,7 @@ def changes(run: StudyRun, steps: int | None) -> list[str]:
     """How ``run`` as the study file now defines it differs from the run in its directory (empty: nothing trained
     there yet, or nothing changed). Training longer is no change (the run resumes; its trainer refuses it if the
     learning-rate schedule depends on the length); training shorter than recorded is."""
-    if not run_files(run.output_dir):
+    if not RunDirectory(run.output_dir).run_files():
         return []
     path = run.output_dir / RECORD_NAME
     if not path.is_file():

@@ -11,6 +11,10 @@ functions of ``(seed, s)`` alone (a fresh CPU ``torch.Generator`` per step; task
 batch's device), so a run resumed from a checkpoint replays precisely the steps an uninterrupted run would have
 taken, on any device. Under data parallelism with ``N`` processes every rank computes the same global batch indices
 and takes its ``1/N`` share; evaluation, logging, checkpoints and the export happen once, on the main process.
+
+The pieces around the loop live beside it: the options in :mod:`~compgen.training.config`, the task contract and the
+seeded batches in :mod:`~compgen.training.task`, the output directory, its checkpoints and resume in
+:class:`~compgen.training.run_directory.RunDirectory`, the checkpoint files in :mod:`~compgen.training.checkpoint`.
 """
 
 from __future__ import annotations
@@ -18,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import hashlib
 import json
 import logging
 import math
@@ -26,11 +29,10 @@ import os
 import shutil
 import time
 import uuid
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from accelerate import Accelerator
 from accelerate.utils import ProjectConfiguration
@@ -41,227 +43,18 @@ from ..atomic_io import atomic_write_text
 from ..concepts import ConceptGraph
 from ..data.loading import ConceptImageData
 from ..evaluation.tracker import LearningDynamicsTracker, read_log
-from ..images import uint8_to_signed
-from .acceleration import compile_mode, dynamo_plugin, fused_optimizer_supported, parse_compile_mode, to_device
-from .checkpoint import (
-    CHECKPOINTS_DIR,
-    RUN_OPTIONS,
-    CheckpointError,
-    check_resumable,
-    list_checkpoints,
-    load_checkpoint,
-    read_trainer_state,
-    save_checkpoint,
-)
+from .acceleration import compile_mode, dynamo_plugin, fused_optimizer_supported
+from .checkpoint import CheckpointError, load_checkpoint, read_trainer_state, save_checkpoint
+from .config import TrainingConfig, multi_cpu_launch, resolve_mixed_precision
 from .ema import ExponentialMovingAverage, MomentumSchedule
-from .run_directory import LOG_NAME, SAMPLES_DIR, check_output_dir, claim_run_directory, resume_candidates
+from .run_directory import RunDirectory
+from .task import TrainingTask, batch_indices, check_batch_fits, make_batch, mix_seed
 
 logger = logging.getLogger(__name__)
 
 
 class NonFiniteLossError(RuntimeError):
     """Training diverged: a loss was NaN or infinite. Nothing is exported; the last good checkpoint stays."""
-
-
-@dataclass
-class TrainingConfig:
-    """Options shared by every training script (each becomes a ``--flag``)."""
-
-    output_dir: str = "outputs/model"
-    seed: int = 0
-    train_batch_size: int = 64
-    """Examples per process per optimizer step (the global batch is this times the number of processes)."""
-    max_train_steps: int = 1000
-    learning_rate: float = 1e-4
-    lr_scheduler: str = "constant"
-    lr_warmup_steps: int = 0
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
-    adam_weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
-    gradient_accumulation_steps: int = 1
-    mixed_precision: str = "no"
-    """``no``, ``fp16`` (CUDA only), ``bf16``, or ``auto``: bf16 where the hardware computes it natively (CUDA GPUs
-    with bf16, CPUs with AVX-512 BF16 or AMX), fp32 elsewhere (on an AVX2 CPU bf16 autocast ran 14x slower)."""
-    torch_compile: bool | str = False
-    """Compile the model with ``torch.compile`` (Accelerate's inductor backend) and sample the evaluations with it:
-    ``--torch_compile`` alone for inductor's default mode, or ``--torch_compile MODE`` (``reduce-overhead``: CUDA
-    graphs; ``max-autotune``; see :data:`~compgen.training.acceleration.COMPILE_MODES`). Off by default: on a CPU it
-    compiles for minutes before the first step."""
-    checkpointing_steps: int = 500
-    checkpoints_total_limit: int | None = 2
-    resume_from_checkpoint: str | None = None
-    overwrite_output_dir: bool = False
-    use_ema: bool = True
-    ema_decay: float = 0.999
-    eval_steps: int = 500
-    eval_images_per_class: int = 50
-    logging_steps: int = 50
-    report_to: str | None = None
-    push_to_hub: bool = False
-    hub_model_id: str | None = None
-    hub_token: str | None = None
-    hub_private: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
-    """Script-specific hyperparameters, recorded in the trackers and the model card."""
-
-    def __post_init__(self) -> None:
-        self.torch_compile = parse_compile_mode(self.torch_compile)
-        if self.mixed_precision not in ("no", "fp16", "bf16", "auto"):
-            raise ValueError(f"mixed_precision must be no, fp16, bf16 or auto, got {self.mixed_precision!r}")
-        for name in ("train_batch_size", "max_train_steps", "gradient_accumulation_steps", "checkpointing_steps",
-                     "eval_steps", "logging_steps", "eval_images_per_class"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("lr_warmup_steps", "adam_weight_decay", "max_grad_norm"):
-            if not getattr(self, name) >= 0:
-                raise ValueError(f"{name} must be non-negative, got {getattr(self, name)}")
-        if not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
-            raise ValueError(f"learning_rate must be a positive number, got {self.learning_rate}")
-        if not (0 <= self.adam_beta1 < 1 and 0 <= self.adam_beta2 < 1):
-            raise ValueError(f"adam betas must lie in [0, 1), got {self.adam_beta1}, {self.adam_beta2}")
-        if not 0 <= self.ema_decay <= 1:
-            raise ValueError(f"ema_decay must lie in [0, 1], got {self.ema_decay}")
-        if self.checkpoints_total_limit is not None and self.checkpoints_total_limit < 1:
-            raise ValueError(f"checkpoints_total_limit must be at least 1 or none, got {self.checkpoints_total_limit}")
-        from diffusers.optimization import SchedulerType
-
-        schedules = [s.value for s in SchedulerType]
-        if self.lr_scheduler not in schedules:
-            raise ValueError(f"lr_scheduler must be one of {schedules}, got {self.lr_scheduler!r}")
-        if self.push_to_hub and not self.hub_model_id:
-            raise ValueError("--push_to_hub needs --hub_model_id ORG/NAME")
-        if self.resume_from_checkpoint and self.overwrite_output_dir:
-            raise ValueError("--resume_from_checkpoint continues the run in --output_dir; --overwrite_output_dir "
-                             "discards it: give one of them")
-
-    @property
-    def trackers(self) -> list[str]:
-        """The trackers of ``--report_to`` (comma-separated; ``none`` or empty: none)."""
-        names = [name.strip() for name in (self.report_to or "").split(",")]
-        return [name for name in names if name and name != "none"]
-
-    def check_environment(self) -> None:
-        """Raise ``ValueError`` if this machine cannot do what the options ask, before any work rather than after
-        the training: a ``--report_to`` tracker that is unknown or not installed, ``--push_to_hub`` without Hub
-        access (see :func:`compgen.hub.check_hub_access`)."""
-        if self.trackers:
-            from accelerate.tracking import LOGGER_TYPE_TO_CLASS, get_available_trackers
-
-            installed = [tracker.value for tracker in get_available_trackers()]
-            for name in self.trackers:
-                if name != "all" and name not in LOGGER_TYPE_TO_CLASS:
-                    raise ValueError(f"--report_to {name}: unknown tracker; choose from all, none, "
-                                     f"{', '.join(sorted(LOGGER_TYPE_TO_CLASS))}")
-                if name not in installed and (name != "all" or not installed):
-                    what = "no tracker is installed" if name == "all" else f"{name} is not installed"
-                    raise ValueError(f"--report_to {name}: {what}, so nothing would be tracked (installed: "
-                                     f"{', '.join(installed) or 'none'})")
-        if self.push_to_hub:
-            from ..hub import check_hub_access
-
-            check_hub_access(self.hub_token)
-
-    def fingerprint(self) -> str:
-        """A hash of every option that changes the training trajectory (all but :data:`RUN_OPTIONS`)."""
-        values = {k: v for k, v in asdict(self).items() if k not in RUN_OPTIONS}
-        return hashlib.sha256(json.dumps(_jsonable(values), sort_keys=True).encode()).hexdigest()[:16]
-
-
-class TrainingTask:
-    """What one model's training adds to the shared loop. Subclasses override the methods below.
-
-    Every module and tensor a task holds as an attribute (the model, a frozen tokenizer, precomputed tokens, a JEPA
-    target encoder, noise-schedule tables) moves with :meth:`to` to the training device; random draws in
-    :meth:`compute_loss` use the CPU ``generator`` and are moved to the batch's device.
-    """
-
-    model: nn.Module
-    """The trainable module (it may hold several parts, e.g. a transformer and a JEPA predictor)."""
-
-    def compute_loss(
-        self, model: nn.Module, batch: dict[str, torch.Tensor], generator: torch.Generator, step: int
-    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """The loss of one batch; every random draw must use ``generator``. Returns (loss, detached scalar tensors
-        to log); the loop reads the scalars only at logging steps, so the step never waits for the device."""
-        raise NotImplementedError
-
-    def generate(self, model: nn.Module, concepts: list[str], seed: int) -> np.ndarray:
-        """Sample one uint8 (H, W, 3) image per entry of ``concepts`` with the (EMA) weights ``model``."""
-        raise NotImplementedError
-
-    def save_pretrained(self, model: nn.Module, output_dir: Path) -> None:
-        """Write the inference pipeline built from ``model`` into ``output_dir``."""
-        raise NotImplementedError
-
-    def after_optimizer_step(self, model: nn.Module, step: int) -> dict[str, Any]:
-        """Hook after each optimizer step (e.g. the JEPA target encoder's EMA update)."""
-        return {}
-
-    def extra_state(self) -> dict[str, nn.Module]:
-        """Modules outside ``model`` whose weights a checkpoint must hold for exact resume."""
-        return {}
-
-    def schedules_over_length(self) -> list[str]:
-        """What this task schedules over ``max_train_steps`` (a momentum ramp, a fraction of the training): a
-        resumed run may not change its length then."""
-        return []
-
-    def model_card_details(self) -> dict[str, Any]:
-        """Name, tags and a description for the model card."""
-        return {}
-
-    sampling_compile_mode: str | None = None
-    """The ``torch.compile`` mode :meth:`generate` samples with (``None``: eager); the loop sets it from
-    ``--torch_compile``."""
-
-    def eval_sampling(self) -> dict[str, Any]:
-        """The sampler options :meth:`generate` uses (kept with every evaluation record, for re-scoring): the
-        ``eval_inference_steps`` of a task that samples in steps."""
-        steps = getattr(self, "eval_inference_steps", None)
-        return {} if steps is None else {"num_inference_steps": steps}
-
-    def to(self, device: torch.device | str) -> TrainingTask:
-        """Move every module and tensor this task holds to ``device`` (the model's own placement is Accelerate's)."""
-        for name, value in list(vars(self).items()):
-            if isinstance(value, nn.Module | torch.Tensor):
-                setattr(self, name, value.to(device))
-        return self
-
-
-def check_batch_fits(num_examples: int, batch_size: int, num_processes: int = 1) -> None:
-    """Raise ``ValueError`` unless the training split holds one global batch (``batch_size`` x ``num_processes``)."""
-    if num_examples < batch_size * num_processes:
-        per = f" ({num_processes} processes x {batch_size})" if num_processes > 1 else ""
-        raise ValueError(f"--train_batch_size {batch_size}: the training split has {num_examples} examples, fewer "
-                         f"than one batch of {batch_size * num_processes}{per}; lower --train_batch_size")
-
-
-def batch_indices(num_examples: int, batch_size: int, step: int, seed: int) -> torch.Tensor:
-    """Indices of the batch at ``step``: a fresh seeded permutation per epoch, incomplete last batch dropped."""
-    check_batch_fits(num_examples, batch_size)
-    steps_per_epoch = num_examples // batch_size
-    epoch, position = divmod(step, steps_per_epoch)
-    generator = torch.Generator().manual_seed(mix_seed(seed, epoch))
-    permutation = torch.randperm(num_examples, generator=generator)
-    return permutation[position * batch_size : (position + 1) * batch_size]
-
-
-def mix_seed(seed: int, *parts: int) -> int:
-    """One 63-bit seed from a run seed and counters (an epoch, a step, a rank), distinct for distinct inputs."""
-    digest = hashlib.blake2b(repr((int(seed), *map(int, parts))).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") & (2**63 - 1)
-
-
-def make_batch(data: ConceptImageData, indices: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Images as float NCHW in [-1, 1], the conditioning of each image, and its row ``index`` in ``data``
-    (so a task can look up per-example features it precomputed, e.g. VQ token indices). The tensors are on the
-    device ``data`` is on."""
-    indices = to_device(indices, data.images.device)
-    batch = {"images": uint8_to_signed(data.images[indices]), "concepts": data.concepts[indices], "index": indices}
-    if data.concept_values is not None:
-        batch["concept_values"] = data.concept_values[indices]
-    return batch
 
 
 @dataclass
@@ -299,8 +92,9 @@ class Trainer:
         self.probes = probes
         self.dataset_name = dataset_name
         self.output_dir = Path(config.output_dir)
-        self.checkpoint_dir = self.output_dir / CHECKPOINTS_DIR
-        self.log_path = self.output_dir / LOG_NAME
+        self.run_directory = RunDirectory(self.output_dir)
+        self.checkpoint_dir = self.run_directory.checkpoint_dir
+        self.log_path = self.run_directory.log_path
 
     # --- setup -----------------------------------------------------------------------------------------------
 
@@ -322,7 +116,7 @@ class Trainer:
         """Optimizer, LR schedule, device placement (model, task, data), EMA, and the resumed state if asked."""
         config = self.config
         if accelerator.is_main_process:
-            previous = check_output_dir(self.output_dir, config.resume_from_checkpoint, config.overwrite_output_dir)
+            previous = self.run_directory.check_start(config.resume_from_checkpoint, config.overwrite_output_dir)
             if previous:
                 logger.warning("--overwrite_output_dir: removing the previous run's files in %s", self.output_dir)
             for path in previous:
@@ -356,7 +150,7 @@ class Trainer:
                                            MomentumSchedule(config.ema_decay, kind="warmup"))
         state = TrainState(model, optimizer, lr_scheduler, ema)
         state.first_nonfinite_step = torch.full((), math.inf, device=accelerator.device)
-        candidates = resume_candidates(self.output_dir, config.resume_from_checkpoint)
+        candidates = self.run_directory.resume_candidates(config.resume_from_checkpoint)
         if candidates:
             self._load_checkpoint(accelerator, state, candidates)
         elif config.resume_from_checkpoint:
@@ -376,25 +170,19 @@ class Trainer:
     def _trainer_state(self, state: TrainState, accelerator: Accelerator) -> dict[str, Any]:
         return {"step": state.step, "images_seen": state.images_seen, "run_id": state.run_id,
                 "fingerprint": self.config.fingerprint(), "num_processes": accelerator.num_processes,
-                "config": _jsonable(asdict(self.config))}
+                "config": self.config.to_json_dict()}
 
     def save_checkpoint(self, accelerator: Accelerator, state: TrainState) -> None:
         """Write ``checkpoint-<step>`` atomically (main process, temporary name, rename) and prune old ones."""
         if accelerator.is_main_process:
-            final = self.checkpoint_dir / f"checkpoint-{state.step}"
-            tmp = self.checkpoint_dir / f".tmp-checkpoint-{state.step}"
-            shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir(parents=True)
-            save_checkpoint(tmp, accelerator.unwrap_model(state.model), state.optimizer, state.lr_scheduler,
-                            self._checkpoint_modules(state), self._trainer_state(state, accelerator))
-            shutil.rmtree(final, ignore_errors=True)
-            os.replace(tmp, final)
-            limit = self.config.checkpoints_total_limit
-            if limit is not None:
-                ours = [(step, path) for step, path in list_checkpoints(self.checkpoint_dir)
-                        if _checkpoint_run_id(path) == state.run_id]
-                for _, old in ours[:-limit]:
-                    shutil.rmtree(old, ignore_errors=True)
+            self.run_directory.write_checkpoint(
+                state.step,
+                lambda directory: save_checkpoint(directory, accelerator.unwrap_model(state.model), state.optimizer,
+                                                  state.lr_scheduler, self._checkpoint_modules(state),
+                                                  self._trainer_state(state, accelerator)),
+                state.run_id,
+                self.config.checkpoints_total_limit,
+            )
         accelerator.wait_for_everyone()
 
     def _load_checkpoint(self, accelerator: Accelerator, state: TrainState, candidates: list[Path]) -> None:
@@ -403,8 +191,8 @@ class Trainer:
         for candidate in candidates:
             try:
                 trainer_state = read_trainer_state(candidate)
-                check_resumable(trainer_state, candidate, self.config, accelerator.num_processes,
-                                self.task.schedules_over_length())
+                self.run_directory.check_resumable(trainer_state, candidate, self.config,
+                                                   accelerator.num_processes, self.task.schedules_over_length())
                 trainer_state = load_checkpoint(candidate, accelerator.unwrap_model(state.model), state.optimizer,
                                                 state.lr_scheduler, self._checkpoint_modules(state))
             except CheckpointError as error:
@@ -441,7 +229,7 @@ class Trainer:
             num_images_per_class=self.config.eval_images_per_class,
             log_path=self.log_path,
             seed=self.config.seed,
-            sample_dir=self.output_dir / SAMPLES_DIR,
+            sample_dir=self.run_directory.sample_dir,
         )
 
     # --- the loop -------------------------------------------------------------------------------------------
@@ -507,14 +295,14 @@ class Trainer:
         self.config.check_environment()
         accelerator = self.make_accelerator()
         check_batch_fits(len(self.train_data), self.config.train_batch_size, accelerator.num_processes)
-        with claim_run_directory(self.output_dir) if accelerator.is_main_process else contextlib.nullcontext():
+        with self.run_directory.claim() if accelerator.is_main_process else contextlib.nullcontext():
             return self._train(accelerator)
 
     def _train(self, accelerator: Accelerator) -> list[dict[str, Any]]:
         config = self.config
         state = self.prepare(accelerator)
         if accelerator.is_main_process and config.trackers:
-            accelerator.init_trackers("compgen", config=_flat_config(config))
+            accelerator.init_trackers("compgen", config=config.tracker_config())
         # Every process takes the same branches (evaluations and checkpoints end with a barrier); only the main
         # process evaluates and writes.
         evaluating = self.probes is not None
@@ -607,36 +395,8 @@ class Trainer:
         )
 
 
-def resolve_mixed_precision(mixed_precision: str) -> str:
-    """``auto`` -> ``bf16`` where bf16 is native (a CUDA GPU that supports it, or a CPU with AVX-512 BF16 or AMX),
-    else ``no``; any other value is returned as given."""
-    if mixed_precision != "auto":
-        return mixed_precision
-    if torch.cuda.is_available():
-        return "bf16" if torch.cuda.is_bf16_supported() else "no"
-    native = getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)() or getattr(
-        torch.cpu, "_is_amx_tile_supported", lambda: False)()
-    return "bf16" if native else "no"
-
-
-def multi_cpu_launch() -> bool:
-    """Whether this process is one of several launched on a machine without CUDA (``torchrun`` on CPUs).
-
-    Accelerate forms a CPU (gloo) process group only when told to use the CPU; without it, each process would
-    train alone and write the same files. :class:`Trainer` and :func:`compgen.training.script.prepare_run` ask
-    Accelerate for the CPU exactly then.
-    """
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available()
-
-
-def _checkpoint_run_id(path: Path) -> str | None:
-    try:
-        return read_trainer_state(path).get("run_id")
-    except CheckpointError:
-        return None
-
-
 def _format_record(record: dict[str, Any]) -> str:
+    """One evaluation record as a progress-bar line: per-level accuracy by both scorers, and where they disagree."""
     levels = record.get("level_accuracy", {})
     text = " ".join(f"L{level}={value:.2f}" for level, value in sorted(levels.items()))
     pixel = record.get("pixel_level_accuracy")
@@ -645,42 +405,3 @@ def _format_record(record: dict[str, Any]) -> str:
     if record.get("scorer_disagreements"):
         text += f" | scorers disagree on {', '.join(record['scorer_disagreements'])}"
     return f"[eval step {record.get('step')}] {text}"
-
-
-def _jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
-
-
-def _flat_config(config: TrainingConfig) -> dict[str, Any]:
-    flat = {k: v for k, v in asdict(config).items() if k not in ("extra", "hub_token")}
-    flat.update({f"extra/{k}": v for k, v in config.extra.items()})
-    return {k: v if isinstance(v, int | float | str | bool) else str(v) for k, v in flat.items()}
-
-
-def add_training_arguments(parser, defaults: dict[str, Any] | None = None) -> None:
-    """Add one ``--flag`` per :class:`TrainingConfig` field (except ``extra``) to an argparse parser."""
-    defaults = defaults or {}
-    for f in fields(TrainingConfig):
-        if f.name == "extra":
-            continue
-        default = defaults.get(f.name, f.default)
-        if f.type in ("bool", bool):
-            parser.add_argument(f"--{f.name}", action="store_true", default=default)
-            parser.add_argument(f"--no_{f.name}", dest=f.name, action="store_false")
-        elif f.type == "bool | str":  # a switch that may name a mode: --torch_compile [MODE]
-            parser.add_argument(f"--{f.name}", nargs="?", const=True, default=default, metavar="MODE")
-            parser.add_argument(f"--no_{f.name}", dest=f.name, action="store_false")
-        else:
-            kind = {"int": int, "float": float}.get(str(f.type), None)
-            if str(f.type).startswith("int |"):
-                kind = _optional_int
-            parser.add_argument(f"--{f.name}", type=kind or str, default=default)
-
-
-def _optional_int(text: str) -> int | None:
-    return None if text.lower() in ("none", "") else int(text)
-
-
-def config_from_args(args, extra: dict[str, Any] | None = None) -> TrainingConfig:
-    names = {f.name for f in fields(TrainingConfig)} - {"extra"}
-    return TrainingConfig(**{name: getattr(args, name) for name in names}, extra=extra or {})

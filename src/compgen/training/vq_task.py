@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from diffusers import VQModel
 
-from .trainer import TrainingTask, mix_seed
+from .task import TrainingTask, mix_seed
 
 
 class VQTask(TrainingTask):

@@ -1,0 +1,204 @@
+"""The options every training script shares: :class:`TrainingConfig`, its command-line flags, and the machine.
+
+Each field of :class:`TrainingConfig` is a ``--flag`` (:func:`add_training_arguments`, :func:`config_from_args`) and is
+checked when the config is built, so a script fails before any work. :data:`RUN_OPTIONS` says which fields a resumed
+run may change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import torch
+
+from .acceleration import parse_compile_mode
+
+LENGTH_FREE_LR_SCHEDULES = ("constant", "constant_with_warmup", "piecewise_constant")
+"""Learning-rate schedules that do not depend on ``max_train_steps``."""
+
+RUN_OPTIONS = ("output_dir", "resume_from_checkpoint", "overwrite_output_dir", "checkpointing_steps",
+               "checkpoints_total_limit", "eval_steps", "eval_images_per_class", "logging_steps", "report_to",
+               "push_to_hub", "hub_model_id", "hub_token", "hub_private", "max_train_steps")
+"""Training options that may differ between a run and its resumption; every other one must match. They do not change
+the steps a run takes: where and how often things are written, and how long to train. The length only while nothing
+is scheduled over it (a learning rate of :data:`LENGTH_FREE_LR_SCHEDULES`, no task schedule over the length): then a
+longer run repeats the shorter one's steps exactly and goes on; otherwise resume refuses another length."""
+
+
+@dataclass
+class TrainingConfig:
+    """Options shared by every training script (each becomes a ``--flag``)."""
+
+    output_dir: str = "outputs/model"
+    seed: int = 0
+    train_batch_size: int = 64
+    """Examples per process per optimizer step (the global batch is this times the number of processes)."""
+    max_train_steps: int = 1000
+    learning_rate: float = 1e-4
+    lr_scheduler: str = "constant"
+    lr_warmup_steps: int = 0
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    gradient_accumulation_steps: int = 1
+    mixed_precision: str = "no"
+    """``no``, ``fp16`` (CUDA only), ``bf16``, or ``auto``: bf16 where the hardware computes it natively (CUDA GPUs
+    with bf16, CPUs with AVX-512 BF16 or AMX), fp32 elsewhere (on an AVX2 CPU bf16 autocast ran 14x slower)."""
+    torch_compile: bool | str = False
+    """Compile the model with ``torch.compile`` (Accelerate's inductor backend) and sample the evaluations with it:
+    ``--torch_compile`` alone for inductor's default mode, or ``--torch_compile MODE`` (``reduce-overhead``: CUDA
+    graphs; ``max-autotune``; see :data:`~compgen.training.acceleration.COMPILE_MODES`). Off by default: on a CPU it
+    compiles for minutes before the first step."""
+    checkpointing_steps: int = 500
+    checkpoints_total_limit: int | None = 2
+    resume_from_checkpoint: str | None = None
+    overwrite_output_dir: bool = False
+    use_ema: bool = True
+    ema_decay: float = 0.999
+    eval_steps: int = 500
+    eval_images_per_class: int = 50
+    logging_steps: int = 50
+    report_to: str | None = None
+    push_to_hub: bool = False
+    hub_model_id: str | None = None
+    hub_token: str | None = None
+    hub_private: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Script-specific hyperparameters, recorded in the trackers and the model card."""
+
+    def __post_init__(self) -> None:
+        self.torch_compile = parse_compile_mode(self.torch_compile)
+        if self.mixed_precision not in ("no", "fp16", "bf16", "auto"):
+            raise ValueError(f"mixed_precision must be no, fp16, bf16 or auto, got {self.mixed_precision!r}")
+        for name in ("train_batch_size", "max_train_steps", "gradient_accumulation_steps", "checkpointing_steps",
+                     "eval_steps", "logging_steps", "eval_images_per_class"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("lr_warmup_steps", "adam_weight_decay", "max_grad_norm"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} must be non-negative, got {getattr(self, name)}")
+        if not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
+            raise ValueError(f"learning_rate must be a positive number, got {self.learning_rate}")
+        if not (0 <= self.adam_beta1 < 1 and 0 <= self.adam_beta2 < 1):
+            raise ValueError(f"adam betas must lie in [0, 1), got {self.adam_beta1}, {self.adam_beta2}")
+        if not 0 <= self.ema_decay <= 1:
+            raise ValueError(f"ema_decay must lie in [0, 1], got {self.ema_decay}")
+        if self.checkpoints_total_limit is not None and self.checkpoints_total_limit < 1:
+            raise ValueError(f"checkpoints_total_limit must be at least 1 or none, got {self.checkpoints_total_limit}")
+        from diffusers.optimization import SchedulerType
+
+        schedules = [s.value for s in SchedulerType]
+        if self.lr_scheduler not in schedules:
+            raise ValueError(f"lr_scheduler must be one of {schedules}, got {self.lr_scheduler!r}")
+        if self.push_to_hub and not self.hub_model_id:
+            raise ValueError("--push_to_hub needs --hub_model_id ORG/NAME")
+        if self.resume_from_checkpoint and self.overwrite_output_dir:
+            raise ValueError("--resume_from_checkpoint continues the run in --output_dir; --overwrite_output_dir "
+                             "discards it: give one of them")
+
+    @property
+    def trackers(self) -> list[str]:
+        """The trackers of ``--report_to`` (comma-separated; ``none`` or empty: none)."""
+        names = [name.strip() for name in (self.report_to or "").split(",")]
+        return [name for name in names if name and name != "none"]
+
+    def check_environment(self) -> None:
+        """Raise ``ValueError`` if this machine cannot do what the options ask, before any work rather than after
+        the training: a ``--report_to`` tracker that is unknown or not installed, ``--push_to_hub`` without Hub
+        access (see :func:`compgen.hub.check_hub_access`)."""
+        if self.trackers:
+            from accelerate.tracking import LOGGER_TYPE_TO_CLASS, get_available_trackers
+
+            installed = [tracker.value for tracker in get_available_trackers()]
+            for name in self.trackers:
+                if name != "all" and name not in LOGGER_TYPE_TO_CLASS:
+                    raise ValueError(f"--report_to {name}: unknown tracker; choose from all, none, "
+                                     f"{', '.join(sorted(LOGGER_TYPE_TO_CLASS))}")
+                if name not in installed and (name != "all" or not installed):
+                    what = "no tracker is installed" if name == "all" else f"{name} is not installed"
+                    raise ValueError(f"--report_to {name}: {what}, so nothing would be tracked (installed: "
+                                     f"{', '.join(installed) or 'none'})")
+        if self.push_to_hub:
+            from ..hub import check_hub_access
+
+            check_hub_access(self.hub_token)
+
+    def fingerprint(self) -> str:
+        """A hash of every option that changes the training trajectory (all but :data:`RUN_OPTIONS`)."""
+        values = {k: v for k, v in asdict(self).items() if k not in RUN_OPTIONS}
+        return hashlib.sha256(json.dumps(_jsonable(values), sort_keys=True).encode()).hexdigest()[:16]
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """Every option as JSON values (what a checkpoint records, to compare a resumed run's options with)."""
+        return _jsonable(asdict(self))
+
+    def tracker_config(self) -> dict[str, Any]:
+        """The options as flat scalars for the trackers (``extra`` spread as ``extra/<name>``, no Hub token)."""
+        flat = {k: v for k, v in asdict(self).items() if k not in ("extra", "hub_token")}
+        flat.update({f"extra/{k}": v for k, v in self.extra.items()})
+        return {k: v if isinstance(v, int | float | str | bool) else str(v) for k, v in flat.items()}
+
+
+def resolve_mixed_precision(mixed_precision: str) -> str:
+    """``auto`` -> ``bf16`` where bf16 is native (a CUDA GPU that supports it, or a CPU with AVX-512 BF16 or AMX),
+    else ``no``; any other value is returned as given."""
+    if mixed_precision != "auto":
+        return mixed_precision
+    if torch.cuda.is_available():
+        return "bf16" if torch.cuda.is_bf16_supported() else "no"
+    native = getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)() or getattr(
+        torch.cpu, "_is_amx_tile_supported", lambda: False)()
+    return "bf16" if native else "no"
+
+
+def multi_cpu_launch() -> bool:
+    """Whether this process is one of several launched on a machine without CUDA (``torchrun`` on CPUs).
+
+    Accelerate forms a CPU (gloo) process group only when told to use the CPU; without it, each process would
+    train alone and write the same files. :class:`Trainer` and :func:`compgen.training.script.prepare_run` ask
+    Accelerate for the CPU exactly then.
+    """
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available()
+
+
+def add_training_arguments(parser: argparse.ArgumentParser, defaults: dict[str, Any] | None = None) -> None:
+    """Add one ``--flag`` per :class:`TrainingConfig` field (except ``extra``) to an argparse parser."""
+    defaults = defaults or {}
+    for f in fields(TrainingConfig):
+        if f.name == "extra":
+            continue
+        default = defaults.get(f.name, f.default)
+        if f.type in ("bool", bool):
+            parser.add_argument(f"--{f.name}", action="store_true", default=default)
+            parser.add_argument(f"--no_{f.name}", dest=f.name, action="store_false")
+        elif f.type == "bool | str":  # a switch that may name a mode: --torch_compile [MODE]
+            parser.add_argument(f"--{f.name}", nargs="?", const=True, default=default, metavar="MODE")
+            parser.add_argument(f"--no_{f.name}", dest=f.name, action="store_false")
+        else:
+            kind = {"int": int, "float": float}.get(str(f.type), None)
+            if str(f.type).startswith("int |"):
+                kind = _optional_int
+            parser.add_argument(f"--{f.name}", type=kind or str, default=default)
+
+
+def _optional_int(text: str) -> int | None:
+    """An ``int`` flag that also takes ``none`` (e.g. ``--checkpoints_total_limit none``: no limit)."""
+    return None if text.lower() in ("none", "") else int(text)
+
+
+def config_from_args(args: argparse.Namespace, extra: dict[str, Any] | None = None) -> TrainingConfig:
+    """The :class:`TrainingConfig` of parsed flags; ``extra`` holds the script's own options (for the card)."""
+    names = {f.name for f in fields(TrainingConfig)} - {"extra"}
+    return TrainingConfig(**{name: getattr(args, name) for name in names}, extra=extra or {})
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` as plain JSON types (anything else as its ``str``)."""
+    return json.loads(json.dumps(value, default=str))

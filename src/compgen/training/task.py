@@ -1,0 +1,116 @@
+"""What a model adds to the shared loop (:class:`TrainingTask`), and the seeded batches every task trains on.
+
+The batch of step ``s`` and every random draw of its loss are functions of ``(seed, s)`` alone: :func:`batch_indices`
+draws a fresh permutation per epoch from :func:`mix_seed`, and the loop hands each step a CPU generator seeded the same
+way. A run resumed from a checkpoint therefore replays exactly the steps an uninterrupted run would have taken.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..data.loading import ConceptImageData
+from ..images import uint8_to_signed
+from .acceleration import to_device
+
+
+class TrainingTask:
+    """What one model's training adds to the shared loop. Subclasses override the methods below.
+
+    Every module and tensor a task holds as an attribute (the model, a frozen tokenizer, precomputed tokens, a JEPA
+    target encoder, noise-schedule tables) moves with :meth:`to` to the training device; random draws in
+    :meth:`compute_loss` use the CPU ``generator`` and are moved to the batch's device.
+    """
+
+    model: nn.Module
+    """The trainable module (it may hold several parts, e.g. a transformer and a JEPA predictor)."""
+
+    def compute_loss(
+        self, model: nn.Module, batch: dict[str, torch.Tensor], generator: torch.Generator, step: int
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The loss of one batch; every random draw must use ``generator``. Returns (loss, detached scalar tensors
+        to log); the loop reads the scalars only at logging steps, so the step never waits for the device."""
+        raise NotImplementedError
+
+    def generate(self, model: nn.Module, concepts: list[str], seed: int) -> np.ndarray:
+        """Sample one uint8 (H, W, 3) image per entry of ``concepts`` with the (EMA) weights ``model``."""
+        raise NotImplementedError
+
+    def save_pretrained(self, model: nn.Module, output_dir: Path) -> None:
+        """Write the inference pipeline built from ``model`` into ``output_dir``."""
+        raise NotImplementedError
+
+    def after_optimizer_step(self, model: nn.Module, step: int) -> dict[str, Any]:
+        """Hook after each optimizer step (e.g. the JEPA target encoder's EMA update)."""
+        return {}
+
+    def extra_state(self) -> dict[str, nn.Module]:
+        """Modules outside ``model`` whose weights a checkpoint must hold for exact resume."""
+        return {}
+
+    def schedules_over_length(self) -> list[str]:
+        """What this task schedules over ``max_train_steps`` (a momentum ramp, a fraction of the training): a
+        resumed run may not change its length then."""
+        return []
+
+    def model_card_details(self) -> dict[str, Any]:
+        """Name, tags and a description for the model card."""
+        return {}
+
+    sampling_compile_mode: str | None = None
+    """The ``torch.compile`` mode :meth:`generate` samples with (``None``: eager); the loop sets it from
+    ``--torch_compile``."""
+
+    def eval_sampling(self) -> dict[str, Any]:
+        """The sampler options :meth:`generate` uses (kept with every evaluation record, for re-scoring): the
+        ``eval_inference_steps`` of a task that samples in steps."""
+        steps = getattr(self, "eval_inference_steps", None)
+        return {} if steps is None else {"num_inference_steps": steps}
+
+    def to(self, device: torch.device | str) -> TrainingTask:
+        """Move every module and tensor this task holds to ``device`` (the model's own placement is Accelerate's)."""
+        for name, value in list(vars(self).items()):
+            if isinstance(value, nn.Module | torch.Tensor):
+                setattr(self, name, value.to(device))
+        return self
+
+
+def check_batch_fits(num_examples: int, batch_size: int, num_processes: int = 1) -> None:
+    """Raise ``ValueError`` unless the training split holds one global batch (``batch_size`` x ``num_processes``)."""
+    if num_examples < batch_size * num_processes:
+        per = f" ({num_processes} processes x {batch_size})" if num_processes > 1 else ""
+        raise ValueError(f"--train_batch_size {batch_size}: the training split has {num_examples} examples, fewer "
+                         f"than one batch of {batch_size * num_processes}{per}; lower --train_batch_size")
+
+
+def batch_indices(num_examples: int, batch_size: int, step: int, seed: int) -> torch.Tensor:
+    """Indices of the batch at ``step``: a fresh seeded permutation per epoch, incomplete last batch dropped."""
+    check_batch_fits(num_examples, batch_size)
+    steps_per_epoch = num_examples // batch_size
+    epoch, position = divmod(step, steps_per_epoch)
+    generator = torch.Generator().manual_seed(mix_seed(seed, epoch))
+    permutation = torch.randperm(num_examples, generator=generator)
+    return permutation[position * batch_size : (position + 1) * batch_size]
+
+
+def mix_seed(seed: int, *parts: int) -> int:
+    """One 63-bit seed from a run seed and counters (an epoch, a step, a rank), distinct for distinct inputs."""
+    digest = hashlib.blake2b(repr((int(seed), *map(int, parts))).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & (2**63 - 1)
+
+
+def make_batch(data: ConceptImageData, indices: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Images as float NCHW in [-1, 1], the conditioning of each image, and its row ``index`` in ``data``
+    (so a task can look up per-example features it precomputed, e.g. VQ token indices). The tensors are on the
+    device ``data`` is on."""
+    indices = to_device(indices, data.images.device)
+    batch = {"images": uint8_to_signed(data.images[indices]), "concepts": data.concepts[indices], "index": indices}
+    if data.concept_values is not None:
+        batch["concept_values"] = data.concept_values[indices]
+    return batch
