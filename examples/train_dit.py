@@ -23,14 +23,14 @@ from compgen import TupleConditionedDiT
 from compgen.models.vq_tokenizer import token_grid_size
 from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
 from compgen.training.dit_task import DiTTask, latent_statistics, precompute_latents
-from compgen.training.script import (
+from compgen.training.script import prepare_run
+from compgen.training.tokenizer_first import (
     TOKEN_TRANSFORMER_PRESETS,
     add_token_transformer_arguments,
     add_tokenizer_first_arguments,
     check_tokenizer_first_arguments,
     check_transformer_arguments,
     load_or_train_tokenizer,
-    prepare_run,
 )
 
 PRESETS = {

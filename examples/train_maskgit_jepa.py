@@ -24,14 +24,14 @@ from compgen import MaskGITScheduler, MaskGITTransformer
 from compgen.models.jepa import parse_jepa_layers
 from compgen.models.vq_tokenizer import token_grid_size
 from compgen.training.maskgit_task import MaskGITTask, precompute_tokens
-from compgen.training.script import (
+from compgen.training.script import prepare_run
+from compgen.training.tokenizer_first import (
     TOKEN_TRANSFORMER_PRESETS,
     add_token_transformer_arguments,
     add_tokenizer_first_arguments,
     check_tokenizer_first_arguments,
     check_transformer_arguments,
     load_or_train_tokenizer,
-    prepare_run,
 )
 
 logger = logging.getLogger(__name__)

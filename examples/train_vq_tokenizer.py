@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import argparse
 
-from compgen.training.script import (
+from compgen.training.script import prepare_run
+from compgen.training.tokenizer_first import (
     VQ_PRESETS,
     add_vq_tokenizer_arguments,
     check_vq_tokenizer_arguments,
-    prepare_run,
     train_vq_tokenizer,
 )
 

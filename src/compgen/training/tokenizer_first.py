@@ -1,0 +1,240 @@
+"""The tokenizer-first workflow of token-space generators (MaskGIT, DiT) and of ``train_vq_tokenizer.py``.
+
+A token-space script trains its VQ tokenizer first, on the training split, into ``OUTPUT/tokenizer`` through the
+shared loop (:func:`load_or_train_tokenizer`), or takes one with ``--vqvae_path``; a rerun reuses a tokenizer only if
+it was trained with the same options (:data:`TOKENIZER_OPTIONS_NAME`). The tokenizer's and the token transformer's
+flags, presets and checks live here too, so the scripts share them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+from diffusers import VQModel
+
+from ..atomic_io import atomic_write_text
+from ..cli import parse_widths
+from ..evaluation.tokenizer_report import RECONSTRUCTION_REPORT_NAME
+from ..models.concept_embedding import check_concept_dropout
+from ..models.vq_tokenizer import build_vq_tokenizer
+from .script import TrainingRun
+from .vq_task import VQTask
+
+logger = logging.getLogger(__name__)
+
+VQ_PRESETS: dict[str, dict[str, Any]] = {
+    "paper": dict(vq_block_out_channels="64,128,128", vq_embed_dim=128, vq_steps=5000, vq_learning_rate=1e-3),
+    # About 2 minutes single-threaded. Local training crops, no mid-block attention and dead-code restarts lift the
+    # held-out classes' reconstruction probe accuracy on H32-train1 from ~0 to >= 0.97, except 111 (see the README).
+    "cpu-quick": dict(vq_block_out_channels="16,32,32", vq_embed_dim=16, vq_steps=2500, vq_learning_rate=2e-3,
+                      vq_crop_size=16, mixed_precision="auto"),
+}
+"""Tokenizer options per preset, shared by ``train_vq_tokenizer.py`` and ``train_maskgit_jepa.py``."""
+
+
+def add_vq_tokenizer_arguments(parser: argparse.ArgumentParser) -> None:
+    """The tokenizer's architecture and training flags, shared by every script that trains one."""
+    group = parser.add_argument_group("VQ tokenizer")
+    group.add_argument("--vq_block_out_channels", default="32,64,64", help="3 entries = downsampling 4")
+    group.add_argument("--codebook_size", type=int, default=256)
+    group.add_argument("--vq_embed_dim", type=int, default=32)
+    group.add_argument("--vq_mid_attention", action=argparse.BooleanOptionalAction, default=False,
+                       help="self-attention in the encoder/decoder mid blocks (global context; off by default)")
+    group.add_argument("--vq_commitment_cost", type=float, default=0.25)
+    group.add_argument("--vq_restart_every", type=int, default=25, help="steps between dead-code restarts; 0: off")
+    group.add_argument("--vq_crop_size", type=int, default=16,
+                       help="train on random crops of this size (a multiple of the downsampling; 0: whole images)")
+
+
+TOKENIZER_OPTIONS_NAME = "tokenizer_options.json"
+"""Written beside an exported tokenizer: the options it was trained with, so a rerun reuses it only if they match."""
+
+
+def tokenizer_options(args: argparse.Namespace, steps: int, learning_rate: float) -> dict[str, Any]:
+    """The options that determine a tokenizer trained by :func:`train_vq_tokenizer`."""
+    names = ("vq_block_out_channels", "codebook_size", "vq_embed_dim", "vq_mid_attention", "vq_commitment_cost",
+             "vq_restart_every", "vq_crop_size", "seed", "dataset", "dataset_config", "train_batch_size")
+    return {name: getattr(args, name, None) for name in names} | {"steps": steps, "learning_rate": learning_rate}
+
+
+def check_vq_tokenizer_arguments(args: argparse.Namespace) -> None:
+    """Raise ``ValueError`` for tokenizer flags that cannot build a tokenizer (before any work is done)."""
+    widths = parse_widths(args.vq_block_out_channels, "vq_block_out_channels")
+    if len(widths) < 2 or any(w < 1 for w in widths):
+        raise ValueError(f"--vq_block_out_channels needs two or more positive widths, got {args.vq_block_out_channels}")
+    for name in ("codebook_size", "vq_embed_dim"):
+        if getattr(args, name) < 2:
+            raise ValueError(f"--{name} must be at least 2, got {getattr(args, name)}")
+    if args.vq_crop_size < 0 or args.vq_restart_every < 0 or args.vq_commitment_cost < 0:
+        raise ValueError("--vq_crop_size, --vq_restart_every and --vq_commitment_cost must be non-negative")
+
+
+def reusable_tokenizer(directory: Path, options: dict[str, Any], overwrite: bool) -> bool:
+    """Whether ``directory`` holds a finished tokenizer trained with ``options`` (then it is reused).
+
+    A finished tokenizer trained with other options, or one without its options file (from an older compgen or a
+    killed export), is refused with a ``ValueError`` naming the differences, unless ``overwrite`` is set (then it is
+    removed and trained again)."""
+    if not (directory / "config.json").is_file():
+        return False
+    record = directory / TOKENIZER_OPTIONS_NAME
+    saved = json.loads(record.read_text()) if record.is_file() else None
+    if saved == json.loads(json.dumps(options)):
+        return True
+    if overwrite:
+        shutil.rmtree(directory)
+        return False
+    differences = "no record of its options" if saved is None else ", ".join(
+        f"--{k} {saved.get(k)!r} there vs {options.get(k)!r} now" for k in sorted(set(saved) | set(options))
+        if saved.get(k) != options.get(k))
+    raise ValueError(f"{directory} holds a tokenizer trained with other options ({differences}); pass "
+                     "--overwrite_output_dir to train a new one, or --vqvae_path to use a tokenizer as it is")
+
+
+def build_vq_tokenizer_from_args(args: argparse.Namespace, sample_size: int) -> VQModel:
+    """A fresh tokenizer from the flags of :func:`add_vq_tokenizer_arguments` (weights seeded by ``--seed``)."""
+    torch.manual_seed(args.seed)
+    return build_vq_tokenizer(
+        sample_size=sample_size,
+        block_out_channels=parse_widths(args.vq_block_out_channels, "vq_block_out_channels"),
+        num_vq_embeddings=args.codebook_size,
+        vq_embed_dim=args.vq_embed_dim,
+        mid_block_add_attention=args.vq_mid_attention,
+    )
+
+
+def train_vq_tokenizer(
+    args: argparse.Namespace, run: TrainingRun, output_dir: str | Path, report: bool = True, **config_overrides: Any
+) -> tuple[VQModel, dict[str, Any] | None]:
+    """Build a tokenizer from the flags, train it on ``run``'s training split into ``output_dir`` through the
+    shared loop, and write its reconstruction report there (``report``, when ``run`` has probes).
+
+    Returns the trained tokenizer (reloaded from ``output_dir``, in eval mode) and the report (or ``None``).
+    ``config_overrides`` replace fields of the run's config (e.g. the step count of a tokenizer trained before a
+    generator).
+    """
+    output_dir = Path(output_dir)
+    vqvae = build_vq_tokenizer_from_args(args, run.train_data.image_size)
+    steps = config_overrides.get("max_train_steps", run.config.max_train_steps)
+    learning_rate = config_overrides.get("learning_rate", run.config.learning_rate)
+    task = VQTask(vqvae, commitment_cost=args.vq_commitment_cost, restart_every=args.vq_restart_every,
+                  total_steps=steps, seed=args.seed, crop_size=args.vq_crop_size,
+                  options=tokenizer_options(args, steps, learning_rate))
+    run.train(task, probes=False, output_dir=str(output_dir), **config_overrides)
+    trained = VQModel.from_pretrained(output_dir).eval()
+    return trained, report_for_run(trained, run, output_dir) if report else None
+
+
+def report_for_run(vqvae: VQModel, run: TrainingRun, output_dir: str | Path) -> dict[str, Any] | None:
+    """The :func:`~compgen.evaluation.tokenizer_report.reconstruction_report` of ``vqvae`` on the real images of
+    ``run``'s ``test`` split, written to ``output_dir`` and logged; ``None`` without probes or a test split."""
+    from ..evaluation.tokenizer_report import reconstruction_report, reconstruction_summary
+
+    if run.probes is None or run.eval_data is None:
+        return None
+    report = reconstruction_report(vqvae, run.graph, run.probes, run.eval_data.images, run.eval_data.concepts,
+                                   output_path=Path(output_dir) / RECONSTRUCTION_REPORT_NAME)
+    logger.info("VQ reconstruction accuracy: %s", reconstruction_summary(report))
+    return report
+
+
+TOKENIZER_DIR = "tokenizer"
+"""Where a token-space generator's script trains its tokenizer (a run of its own, with checkpoints and card); the
+exported pipeline holds its copy in ``vqvae/``."""
+
+
+def add_tokenizer_first_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of a script that trains a tokenizer first (MaskGIT, DiT): the tokenizer's own, and where it comes
+    from."""
+    add_vq_tokenizer_arguments(parser)
+    group = parser.add_argument_group("VQ tokenizer training (when no --vqvae_path)")
+    group.add_argument("--vqvae_path", default=None, help="a trained VQModel directory; default: train one first")
+    group.add_argument("--vq_steps", type=int, default=2000)
+    group.add_argument("--vq_learning_rate", type=float, default=1e-3)
+
+
+def check_tokenizer_first_arguments(args: argparse.Namespace) -> None:
+    """The tokenizer flags, and a tokenizer a previous run left in ``OUTPUT/tokenizer`` (it must match them)."""
+    check_vq_tokenizer_arguments(args)
+    if args.vq_steps < 1:
+        raise ValueError(f"--vq_steps must be at least 1, got {args.vq_steps}")
+    if args.vqvae_path is None:
+        reusable_tokenizer(Path(args.output_dir) / TOKENIZER_DIR,
+                           tokenizer_options(args, args.vq_steps, args.vq_learning_rate),
+                           overwrite=args.overwrite_output_dir)
+
+
+TOKEN_TRANSFORMER_PRESETS: dict[str, dict[str, Any]] = {
+    # Paper B's scale (Farid et al. 2025, Shapes2D): a 12-layer transformer of width 448 over 7x7 tokens.
+    "paper": VQ_PRESETS["paper"] | dict(hidden_size=448, num_layers=12, num_heads=8, train_batch_size=64,
+                                        learning_rate=3e-4, lr_scheduler="constant_with_warmup", lr_warmup_steps=1000,
+                                        max_train_steps=40000, eval_steps=1000, checkpointing_steps=5000),
+    # Small enough for a 2-core CPU: width 128 costs no more per step than 64 on one core.
+    "cpu-quick": VQ_PRESETS["cpu-quick"] | dict(hidden_size=128, num_layers=4, num_heads=4, train_batch_size=64,
+                                                max_train_steps=3000, lr_warmup_steps=100, mixed_precision="auto",
+                                                eval_steps=250, checkpointing_steps=1000),
+}
+"""What MaskGIT (``train_maskgit_jepa.py``) and the DiT (``train_dit.py``) share per preset: the tokenizer and the
+transformer, so that the two objectives are compared on the same tokens and the same backbone."""
+
+
+def add_token_transformer_arguments(parser: argparse.ArgumentParser, title: str) -> argparse._ArgumentGroup:
+    """The backbone and conditioning flags every token transformer (MaskGIT, DiT) takes; returns the group."""
+    group = parser.add_argument_group(title)
+    group.add_argument("--hidden_size", type=int, default=128)
+    group.add_argument("--num_layers", type=int, default=4)
+    group.add_argument("--num_heads", type=int, default=4)
+    group.add_argument("--conditioning", default="full", choices=["full", "quantized"])
+    group.add_argument("--concept_dropout", type=float, default=0.0)
+    return group
+
+
+def check_transformer_arguments(args: argparse.Namespace) -> None:
+    """``--hidden_size``, ``--num_layers``, ``--num_heads`` of a token transformer (MaskGIT, DiT)."""
+    if args.hidden_size < 1 or args.num_layers < 1 or args.num_heads < 1 or args.hidden_size % args.num_heads:
+        raise ValueError(f"--hidden_size {args.hidden_size} must be positive and divisible by --num_heads "
+                         f"{args.num_heads}; --num_layers must be positive")
+    check_concept_dropout(args.concept_dropout, "--concept_dropout")
+
+
+def load_or_train_tokenizer(args: argparse.Namespace, run: TrainingRun, output_dir: Path
+                            ) -> tuple[VQModel, dict[str, Any] | None]:
+    """``--vqvae_path`` if given; else ``OUTPUT/tokenizer`` if a previous run trained it with these tokenizer options;
+    else train it now on the training split through the shared loop (resuming its checkpoints with
+    ``--resume_from_checkpoint``). Returns the tokenizer (on the CPU, frozen) and its reconstruction report (written
+    to ``OUTPUT/vq_reconstruction.json``; ``None`` without probes)."""
+    vq_dir = Path(output_dir) / TOKENIZER_DIR
+    options = tokenizer_options(args, args.vq_steps, args.vq_learning_rate)
+    path = args.vqvae_path
+    if path is None and reusable_tokenizer(vq_dir, options, overwrite=run.config.overwrite_output_dir):
+        path = vq_dir
+    if path is None:
+        vqvae, _ = train_vq_tokenizer(
+            args, run, vq_dir, max_train_steps=args.vq_steps, learning_rate=args.vq_learning_rate,
+            lr_scheduler="cosine", lr_warmup_steps=0, use_ema=False, push_to_hub=False,
+            checkpointing_steps=max(args.vq_steps, 1), eval_steps=max(args.vq_steps, 1), report=False,
+        )
+    else:
+        logger.info("using the tokenizer in %s", path)
+        vqvae = VQModel.from_pretrained(path).eval()
+        shared_report = Path(path) / RECONSTRUCTION_REPORT_NAME
+        trained_on = _read_json(path, TOKENIZER_OPTIONS_NAME)
+        same_data = (trained_on.get("dataset"), trained_on.get("dataset_config")) == (args.dataset, args.dataset_config)
+        if shared_report.is_file() and same_data:
+            # The tokenizer's own run measured its ceiling on this dataset's test split: reuse the report.
+            report = json.loads(shared_report.read_text())
+            atomic_write_text(Path(output_dir) / RECONSTRUCTION_REPORT_NAME, json.dumps(report, indent=2) + "\n")
+            return vqvae, report
+    return vqvae, report_for_run(vqvae, run, output_dir)
+
+
+def _read_json(directory: str | Path, name: str) -> dict[str, Any]:
+    """The JSON file ``name`` in ``directory`` (empty if it is missing)."""
+    path = Path(directory) / name
+    return json.loads(path.read_text()) if path.is_file() else {}
