@@ -7,8 +7,8 @@ takes every flag of ``examples/train_tuple_unet.py`` (presets, data, optimizer, 
 ``TupleConditionedUNet2DModel`` for the official ``ContextUnet`` at the same base width (``--block_out_channels``'s
 first entry as its ``n_feat``): same data, same DDPM objective, same sampler, same scorers. Run
 ``train_tuple_unet.py`` with the same flags beside it and compare the two ``learning_dynamics.jsonl`` logs
-(``docs/tuple_unet_h32.md`` does). This answers "does the official architecture draw what ours does not?" with
-everything else held equal.
+(``results/paper-a-cpu-flat-rotated-superseded/`` holds such a pair). This answers "does the official architecture
+draw what ours does not?" with everything else held equal.
 
 Nothing of the peer is copied into compgen: its ``train.py`` is imported from ``--peer_dir``. That file imports
 torchvision and einops at the top for parts ``ContextUnet`` does not use (datasets, attention variants); when they are

@@ -45,8 +45,10 @@ def test_numbers_a_readme_quotes_must_be_in_the_summary_at_their_precision():
 @pytest.mark.parametrize("folder", RESULTS, ids=[path.name for path in RESULTS])
 def test_every_results_readme_is_backed_by_its_summary_and_names_existing_files(folder):
     readme = (folder / "README.md").read_text()
-    summary = json.loads((folder / "summary.json").read_text())
-    assert unbacked_numbers(readme, summary) == []
+    # summary.json and the other data the folder ships as JSON (e.g. the rows of a sweep).
+    data = {str(path.relative_to(folder)): json.loads(path.read_text()) for path in sorted(folder.rglob("*.json"))}
+    assert "summary.json" in data
+    assert unbacked_numbers(readme, data) == []
     for path in re.findall(r"`([\w./-]+)`", readme):
         if path.startswith(PATH_ROOTS) and not any(c in path for c in "*<>"):
             assert (REPO / path).exists() or (folder / path).exists(), f"{folder.name}/README.md names {path}"

@@ -58,7 +58,8 @@ class ConceptGraphShapesConfig(datasets.BuilderConfig):
     color and size axes (Section 3); the per-image values are what ``full`` conditioning feeds the models.
     ``style="flat"`` draws flat polygons instead, at random rotations with ``rotate=True`` (the
     ``okawa-h32-train1-flat`` config: compgen's data before the renders were matched). ``docs/tuple_unet_h32.md``
-    measures what each of these choices does to composition. ``data_dir`` reads Paper A's own published images.
+    measures what the style, the rotation and the position do to composition. ``data_dir`` reads Paper A's own
+    published images.
     """
 
     split_preset: str | None = None
@@ -239,7 +240,7 @@ class ConceptGraphShapes(datasets.GeneratorBasedBuilder):
             description=(
                 "The headline split as compgen drew it before Paper A's renders were matched: flat polygons at "
                 "random rotations anywhere in the frame. Kept to reproduce earlier results; on it the U-Net draws "
-                "111 for a while, then blank frames (docs/tuple_unet_h32.md)."
+                "111 for a while, then blank frames (results/paper-a-h100-flat-data/)."
             ),
         ),
         ConceptGraphShapesConfig(

@@ -24,8 +24,8 @@ class DDPMTask(TrainingTask):
     """MSE between the model's prediction and the scheduler's target at a uniformly drawn timestep, conditioned on
     the tuple. Noising and the ``v`` target are diffusers' (``scheduler.add_noise``, ``scheduler.get_velocity``).
 
-    Evaluation samples with DDIM (``eval_inference_steps`` steps) from the same trained noise schedule: it
-    scores like full DDPM sampling on this data at a fraction of the cost (``docs/tuple_unet_h32.md``).
+    Evaluation samples with DDIM (``eval_inference_steps`` steps) from the same trained noise schedule, at a
+    fraction of the cost of full DDPM sampling.
     """
 
     def __init__(
