@@ -111,6 +111,18 @@ def test_decoding_the_standardized_training_latents_gives_the_tokenizers_reconst
                                atol=1e-5, rtol=0)
 
 
+def test_position_embedding_scale_is_a_config_option_with_the_old_default(tmp_path):
+    rms = lambda model: float(model.position_embedding.detach().pow(2).mean().sqrt())  # noqa: E731
+    default = make_dit()
+    assert rms(default) == pytest.approx(0.02, rel=0.1)
+    wide = make_dit(position_embedding_std=1.0)
+    assert rms(wide) == pytest.approx(0.88, abs=0.05) and float(wide.position_embedding.detach().abs().max()) <= 2
+    wide.save_pretrained(tmp_path / "dit")
+    assert TupleConditionedDiT.from_pretrained(tmp_path / "dit").config.position_embedding_std == 1.0
+    with pytest.raises(ValueError, match="position_embedding_std"):
+        make_dit(position_embedding_std=0.0)
+
+
 def test_pipeline_is_deterministic_and_round_trips_through_save_pretrained(tmp_path):
     pipe = make_pipe()
     first = pipe(["111", "000"], num_inference_steps=3, generator=torch.Generator().manual_seed(1),
