@@ -48,6 +48,8 @@ def check_arguments(args: argparse.Namespace) -> None:
     check_transformer_arguments(args)
     if args.num_train_timesteps < 1 or args.eval_inference_steps < 1:
         raise ValueError("--num_train_timesteps and --eval_inference_steps must be at least 1")
+    if not args.position_embedding_std > 0:
+        raise ValueError(f"--position_embedding_std must be positive, got {args.position_embedding_std}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -57,6 +59,8 @@ def main(argv: list[str] | None = None) -> None:
     model.add_argument("--num_train_timesteps", type=int, default=500)
     model.add_argument("--prediction_type", default="epsilon", choices=["epsilon", "v_prediction", "sample"])
     model.add_argument("--eval_inference_steps", type=int, default=20)
+    model.add_argument("--position_embedding_std", type=float, default=0.02,
+                       help="init std of the learned position embedding (0.02: ViT's; 1.0: the image tokens' scale)")
     args, config, run = prepare_run(parser, PRESETS, argv, validate=check_arguments)
 
     vqvae, report = load_or_train_tokenizer(args, run, Path(config.output_dir))
@@ -76,6 +80,7 @@ def main(argv: list[str] | None = None) -> None:
         concept_dropout=args.concept_dropout,
         latent_mean=mean,
         latent_std=std,
+        position_embedding_std=args.position_embedding_std,
     )
     # The U-Net's schedule, without clipping: standardized latents are not bounded by [-1, 1] (clipping them turned
     # every sample into a blue smear).

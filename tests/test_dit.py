@@ -17,6 +17,7 @@ from compgen import (
     TupleConditionedUNet2DModel,
     shapes_space,
 )
+from compgen.images import uint8_to_signed
 from compgen.models.vq_tokenizer import build_vq_tokenizer
 from compgen.shapes import shapes_continuous_concepts
 from compgen.training.ddpm_task import DDPMTask
@@ -78,6 +79,48 @@ def test_latent_standardization_round_trips():
     standardized = make_dit(latent_mean=mean, latent_std=std).normalize_latents(encoded)
     torch.testing.assert_close(standardized.mean(dim=(0, 2, 3)), torch.zeros(4), atol=1e-4, rtol=0)
     torch.testing.assert_close(standardized.std(dim=(0, 2, 3)), torch.ones(4), atol=1e-3, rtol=0)
+
+
+def test_decoding_the_standardized_training_latents_gives_the_tokenizers_reconstructions():
+    # What the DiT learns to produce (the task's standardized training latents), decoded as the pipeline decodes its
+    # samples, must be exactly the tokenizer's own reconstruction of the training images: a wrong inverse
+    # standardization (or decoding path) would make even a perfect denoiser draw wrong images.
+    pipe = make_pipe()
+    torch.manual_seed(1)
+    with torch.no_grad():  # a tokenizer whose latents are far from zero mean / unit scale, per channel
+        pipe.vqvae.quant_conv.weight.mul_(torch.tensor([3.0, 0.2, 1.0, 5.0]).view(-1, 1, 1, 1))
+        pipe.vqvae.quant_conv.bias.copy_(torch.tensor([2.0, -1.0, 0.5, -4.0]))
+        pipe.vqvae.quantize.embedding.weight.copy_(
+            precompute_latents(pipe.vqvae, torch.randint(0, 256, (1, 28, 28, 3), dtype=torch.uint8))
+            .permute(0, 2, 3, 1).reshape(-1, 4)[:32])
+    images = torch.randint(0, 256, (5, 28, 28, 3), dtype=torch.uint8)
+    latents = precompute_latents(pipe.vqvae, images)
+    mean, std = latent_statistics(latents)
+    assert max(abs(m) for m in mean) > 0.5 and max(std) / min(std) > 2
+    pipe.transformer.register_to_config(latent_mean=mean, latent_std=std)
+    task = DiTTask(pipe.transformer, pipe.vqvae, pipe.scheduler, latents)
+    assert task.train_latents.std() == pytest.approx(1.0, abs=0.05)
+    with torch.no_grad():
+        reconstruction = pipe.vqvae(uint8_to_signed(images)).sample
+        decoded = pipe.decode_latents(task.train_latents, output_type="pt")
+        unquantized = pipe.decode_latents(task.train_latents, quantize=False, output_type="pt")
+        plain = pipe.vqvae.decoder(pipe.vqvae.post_quant_conv(latents))
+    expected = pipe.image_processor.postprocess(reconstruction, output_type="pt")
+    torch.testing.assert_close(decoded, expected, atol=1e-5, rtol=0)
+    torch.testing.assert_close(unquantized, pipe.image_processor.postprocess(plain, output_type="pt"),
+                               atol=1e-5, rtol=0)
+
+
+def test_position_embedding_scale_is_a_config_option_with_the_old_default(tmp_path):
+    rms = lambda model: float(model.position_embedding.detach().pow(2).mean().sqrt())  # noqa: E731
+    default = make_dit()
+    assert rms(default) == pytest.approx(0.02, rel=0.1)
+    wide = make_dit(position_embedding_std=1.0)
+    assert rms(wide) == pytest.approx(0.88, abs=0.05) and float(wide.position_embedding.detach().abs().max()) <= 2
+    wide.save_pretrained(tmp_path / "dit")
+    assert TupleConditionedDiT.from_pretrained(tmp_path / "dit").config.position_embedding_std == 1.0
+    with pytest.raises(ValueError, match="position_embedding_std"):
+        make_dit(position_embedding_std=0.0)
 
 
 def test_pipeline_is_deterministic_and_round_trips_through_save_pretrained(tmp_path):

@@ -38,6 +38,12 @@ class TupleConditionedDiT(ConceptConditionedMixin, ModelMixin, ConfigMixin):
             classifier-free guidance.
         latent_mean: Per-channel mean of the training latents; subtracted before diffusion (pipelines add it back).
         latent_std: Per-channel standard deviation of the training latents; latents are divided by it.
+        position_embedding_std: Standard deviation of the learned position embedding at initialisation (truncated
+            to [-2, 2]). The default 0.02 is ViT's and MaskGIT's; at that scale two positions'
+            embeddings differ by about 5% of an image token's norm, so at high noise the network can hardly tell the
+            tokens apart until the embedding grows. With 1.0 (the image tokens' scale) the cpu-quick DiT
+            drew its training classes (level 0 >= 0.97) at step 200 instead of 400 on H32-train1, one seed each
+            (``results/dit-diagnosis/NOTES.md``).
     """
 
     @register_to_config
@@ -56,6 +62,7 @@ class TupleConditionedDiT(ConceptConditionedMixin, ModelMixin, ConfigMixin):
         concept_dropout: float = 0.0,
         latent_mean: list[float] | None = None,
         latent_std: list[float] | None = None,
+        position_embedding_std: float = 0.02,
     ) -> None:
         super().__init__()
         space = self._register_concepts(concept_space, conditioning, continuous_concepts, concept_dropout)
@@ -68,12 +75,14 @@ class TupleConditionedDiT(ConceptConditionedMixin, ModelMixin, ConfigMixin):
                 raise ValueError(f"{name} must hold {latent_channels} values (one per channel), got {len(values)}")
         if latent_std is not None and min(latent_std) <= 0:
             raise ValueError("latent_std must be positive")
+        if not position_embedding_std > 0:
+            raise ValueError(f"position_embedding_std must be positive, got {position_embedding_std}")
 
         self.num_tokens = grid_size * grid_size
         self.num_prefix = space.num_variables + 1  # concept tokens, then the time token
         self.input_projection = nn.Linear(latent_channels, hidden_size)
         self.position_embedding = nn.Parameter(torch.zeros(1, self.num_prefix + self.num_tokens, hidden_size))
-        nn.init.trunc_normal_(self.position_embedding, std=0.02)
+        nn.init.trunc_normal_(self.position_embedding, std=position_embedding_std)  # truncated to [-2, 2]
         self.time_proj = SinusoidalTimesteps(hidden_size, flip_sin_to_cos=True, downscale_freq_shift=0)
         self.time_embedding = TimestepEmbedding(hidden_size, hidden_size, act_fn="gelu")
         self.concept_embedding = ConceptEmbedding(

@@ -52,6 +52,17 @@ class TupleConditionedDiTPipeline(DiffusionPipeline):
         self.image_processor = VaeImageProcessor(do_resize=False)
 
     @torch.no_grad()
+    def decode_latents(self, latents: torch.Tensor, quantize: bool = True, output_type: str = "pt"):
+        """Standardized latents ``(B, C, g, g)`` (what the transformer diffuses) -> images: de-standardized, snapped
+        to the codebook (``quantize=True``) and decoded, as the tokenizer decodes its own latents."""
+        latents = self.transformer.denormalize_latents(latents).to(self.vqvae.dtype)
+        if quantize:
+            latents, _, _ = self.vqvae.quantize(latents)
+        spatial = latents if self.vqvae.config.norm_type == "spatial" else None  # as VQModel.decode
+        image = self.vqvae.decoder(self.vqvae.post_quant_conv(latents), spatial)
+        return self.image_processor.postprocess(image.float(), output_type=output_type)
+
+    @torch.no_grad()
     def __call__(
         self,
         concepts: ConceptPrompts,
@@ -91,11 +102,7 @@ class TupleConditionedDiTPipeline(DiffusionPipeline):
         latents = denoise(self.transformer, self.scheduler, noise, inputs, guidance_scale, num_inference_steps,
                           generator, self.progress_bar)
 
-        latents = self.transformer.denormalize_latents(latents).to(self.vqvae.dtype)
-        if quantize:
-            latents, _, _ = self.vqvae.quantize(latents)
-        image = self.vqvae.decoder(self.vqvae.post_quant_conv(latents))
-        image = self.image_processor.postprocess(image.float(), output_type=output_type)
+        image = self.decode_latents(latents, quantize=quantize, output_type=output_type)
         self.maybe_free_model_hooks()
         if not return_dict:
             return (image,)
