@@ -33,11 +33,11 @@ PRESETS = {
         checkpointing_steps=780,
         eval_inference_steps=50,
     ),
-    # For a 2-core CPU (one run per core, 17-20 min each on an AVX2-only EPYC core): Paper A's U-Net at widths
-    # (32, 64) with one residual block per stage, v-prediction (with epsilon prediction a narrow U-Net still drew grey,
-    # noisy backgrounds after 2000 steps), a higher learning rate after a short warm-up, and EMA weights. An
-    # evaluation every 100 steps resolves the order in which the levels emerge (Paper A Fig. 5);
-    # results/paper-a-reproduction/ has what it gives on the default data.
+    # For a 2-core CPU, one run per core (21 min each with two at once on a 2-core AVX-512 BF16 EPYC): Paper A's
+    # U-Net at widths (32, 64) with one residual block per stage, v-prediction (with epsilon prediction a narrow U-Net
+    # still drew grey, noisy backgrounds after 2000 steps), a higher learning rate after a short warm-up, and EMA
+    # weights. An evaluation every 100 steps resolves the order in which the levels emerge (Paper A Fig. 5);
+    # results/paper-a-reproduction/ has what it gives on the default data (H32-train1: every level 1.0 by both scorers).
     "cpu-quick": dict(
         block_out_channels="32,64",
         layers_per_block=1,
