@@ -18,9 +18,8 @@ import pytest
 import torch
 from accelerate import Accelerator
 from conftest import small_training_data
+from device_checks import META, StrictDeviceMode, tensors_off_device
 from diffusers import DDPMScheduler
-from torch.utils import _pytree as pytree
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from compgen import MaskGITScheduler, MaskGITTransformer, TupleConditionedUNet2DModel
 from compgen.data.loading import ConceptImageData
@@ -33,21 +32,6 @@ from compgen.training.trainer import Trainer
 from compgen.training.vq_task import VQTask
 
 pytestmark = pytest.mark.usefixtures("fresh_accelerator_state", "single_thread")
-
-META = torch.device("meta")
-
-
-class StrictDeviceMode(TorchDispatchMode):
-    """Raise on any operation whose tensor arguments live on different devices (0-dim CPU scalars aside)."""
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        devices = {t.device.type for t in pytree.tree_leaves((args, kwargs))
-                   if isinstance(t, torch.Tensor) and not (t.device.type == "cpu" and t.dim() == 0)}
-        if len(devices) > 1:
-            raise RuntimeError(f"{func} mixes tensors on {sorted(devices)}")
-        return func(*args, **kwargs)
-
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
@@ -105,8 +89,8 @@ def run_steps_on_meta(task, data, tmp_path, steps: int = 2) -> None:
         for _ in range(steps):
             scalars = trainer.training_step(accelerator, state)
     assert all(value.device == META for value in scalars.values())
-    assert all(p.device == META for p in state.model.parameters())
-    assert all(p.device == META for p in state.ema.shadow.parameters())
+    assert tensors_off_device(state.model, META) == []
+    assert tensors_off_device(state.ema.shadow, META) == []
     for name, value in vars(task).items():
         tensors = list(value.parameters()) if isinstance(value, torch.nn.Module) else [value]
         assert all(t.device == META for t in tensors if isinstance(t, torch.Tensor)), name

@@ -123,7 +123,7 @@ def test_position_embedding_scale_is_a_config_option_with_the_old_default(tmp_pa
         make_dit(position_embedding_std=0.0)
 
 
-def test_pipeline_is_deterministic_and_round_trips_through_save_pretrained(tmp_path):
+def test_pipeline_is_deterministic_and_loads_through_the_hub_entry_file(tmp_path):
     pipe = make_pipe()
     first = pipe(["111", "000"], num_inference_steps=3, generator=torch.Generator().manual_seed(1),
                  output_type="np").images
@@ -134,11 +134,6 @@ def test_pipeline_is_deterministic_and_round_trips_through_save_pretrained(tmp_p
     pipe.save_pretrained(tmp_path / "dit")
     index = json.loads((tmp_path / "dit" / "model_index.json").read_text())
     assert index["transformer"] == ["compgen.models.tuple_dit", "TupleConditionedDiT"]
-    loaded = TupleConditionedDiTPipeline.from_pretrained(tmp_path / "dit")
-    loaded.set_progress_bar_config(disable=True)
-    reloaded = loaded(["111", "000"], num_inference_steps=3, generator=torch.Generator().manual_seed(1),
-                      output_type="np").images
-    np.testing.assert_array_equal(first, reloaded)
     # Plain diffusers through the Hub entry file, and a swapped scheduler.
     generic = DiffusionPipeline.from_pretrained(tmp_path / "dit", custom_pipeline=str(ENTRY_FILE),
                                                 trust_remote_code=True)

@@ -1,4 +1,6 @@
-"""MaskGITTransformer: shapes, hidden states, conditioning (quantized / full / null concepts), errors, round trip."""
+"""MaskGITTransformer: shapes, hidden states, conditioning (quantized / full / null concepts), errors.
+
+Its save/load round trip is a row of tests/test_model_contract.py."""
 
 import pytest
 import torch
@@ -83,11 +85,3 @@ def test_invalid_inputs_raise_clear_errors():
     with pytest.raises(ValueError, match="continuous_concepts"):
         make(conditioning="full")
 
-
-def test_save_and_load_round_trip(tmp_path):
-    model = make(conditioning="full", continuous_concepts=shapes_continuous_concepts(SPACE))
-    model.save_pretrained(tmp_path)
-    loaded = MaskGITTransformer.from_pretrained(tmp_path).eval()
-    assert loaded.concept_space.names == SPACE.names
-    tokens, concepts = inputs()
-    torch.testing.assert_close(loaded(tokens, concepts).logits, model(tokens, concepts).logits, rtol=0, atol=0)

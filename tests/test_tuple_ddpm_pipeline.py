@@ -95,8 +95,6 @@ def test_parse_concept_prompts_errors(prompts, match):
 
 
 def test_pipeline_validates_prompts_and_arguments(pipe):
-    with pytest.raises(ValueError, match="'size'"):
-        pipe("112", num_inference_steps=STEPS)
     with pytest.raises(ValueError, match="num_images_per_prompt"):
         pipe("111", num_images_per_prompt=0, num_inference_steps=STEPS)
     with pytest.raises(ValueError, match="output_type"):
@@ -128,16 +126,6 @@ def test_determinism_and_conditioning(pipe):
     np.testing.assert_array_equal(sample(pipe, "111", seed=0), first)
     assert not np.array_equal(sample(pipe, "111", seed=1), first)
     assert not np.array_equal(sample(pipe, "000", seed=0), first)  # same noise, another class
-
-
-def test_save_pretrained_round_trip_gives_identical_images(pipe, tmp_path):
-    pipe.save_pretrained(tmp_path)
-    loaded = TupleConditionedDDPMPipeline.from_pretrained(tmp_path)
-    loaded.set_progress_bar_config(disable=True)
-    assert isinstance(loaded.unet, TupleConditionedUNet2DModel)
-    assert loaded.unet.concept_space == SPACE
-    for kwargs in ({}, {"guidance_scale": 3.0}):
-        np.testing.assert_array_equal(sample(loaded, ["011", "101"], **kwargs), sample(pipe, ["011", "101"], **kwargs))
 
 
 def test_classifier_free_guidance(pipe):
