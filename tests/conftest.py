@@ -30,7 +30,7 @@ def single_thread():
 
 @pytest.fixture(scope="session", autouse=True)
 def probe_cache(tmp_path_factory):
-    """One on-disk cache of default probes for the whole session (trained once, never in the user's home)."""
+    """One on-disk cache of default probes for the whole test run (trained once, never in the user's home)."""
     import os
 
     previous = os.environ.get("COMPGEN_CACHE")

@@ -28,6 +28,12 @@ COLLAPSE_DROP = 0.3
 then blank on compgen's earlier data: ``results/``)."""
 
 
+def rose_then_collapsed(best: float, final: float) -> bool:
+    """Whether a level that peaked at ``best`` and ended at ``final`` rose then collapsed (:data:`COLLAPSE_PEAK`,
+    :data:`COLLAPSE_DROP`): the one rule every summary applies."""
+    return best >= COLLAPSE_PEAK and final <= best - COLLAPSE_DROP
+
+
 @dataclass
 class LevelSummary:
     """One arm's statistics at one level over its seeds."""
@@ -62,8 +68,7 @@ class LevelSummary:
     @property
     def collapsed(self) -> list[bool]:
         """Per seed: the level peaked at :data:`COLLAPSE_PEAK` or more, then ended :data:`COLLAPSE_DROP` below it."""
-        return [best >= COLLAPSE_PEAK and final <= best - COLLAPSE_DROP
-                for best, final in zip(self.best, self.final, strict=True)]
+        return [rose_then_collapsed(best, final) for best, final in zip(self.best, self.final, strict=True)]
 
     def collapse_text(self) -> str:
         collapsed = self.collapsed

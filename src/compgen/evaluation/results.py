@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic_io import atomic_write_text
-from .compare import COLLAPSE_DROP, COLLAPSE_PEAK, SCORERS
+from .compare import SCORERS, rose_then_collapsed
 from .tracker import read_log
 
 
@@ -44,8 +44,7 @@ def run_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
             first = next((int(records[i]["step"]) for i, value in enumerate(values) if value >= 0.9), None)
             entry[scorer] = {"final": round(values[-1], 4), "best": round(values[peak], 4),
                              "best_step": int(records[peak]["step"]), "first_step_0.9": first,
-                             "rose_then_collapsed": values[peak] >= COLLAPSE_PEAK
-                             and values[-1] <= values[peak] - COLLAPSE_DROP}
+                             "rose_then_collapsed": rose_then_collapsed(values[peak], values[-1])}
         summary["levels"][level] = entry
     last = records[-1]
     summary["final_per_class"] = {
