@@ -44,8 +44,15 @@ def test_predefined_configs():
 def test_okawa_h32_train1_is_papers_headline_split(tmp_path):
     dataset = build_concept_graph_dataset("okawa-h32-train1", cache_dir=str(tmp_path))
     train, test = dataset["train"], dataset["test"]
-    assert set(dataset) == {"train", "test"}
+    assert set(dataset) == {"train", "test", "tokenizer"}
     assert Counter(train["concepts"]) == {"000": 1250, "001": 1250, "010": 1250, "100": 1250}
+    # The tokenizer split: every class, from its own stream (no image shared with train or test).
+    assert Counter(dataset["tokenizer"]["concepts"]) == {c: 1250 for c in ("000", "001", "010", "011", "100", "101",
+                                                                           "110", "111")}
+    drawn = {split: set(zip(dataset[split]["concepts"], map(tuple, dataset[split]["color_rgb"]),
+                            dataset[split]["size_value"], strict=True))
+             for split in dataset}  # each image's class and draws (small 8-bit renders can coincide by chance)
+    assert not drawn["tokenizer"] & (drawn["train"] | drawn["test"])
     assert set(train["level"]) == {0}
     assert dict(Counter(zip(test["concepts"], test["level"], strict=True))) == {
         ("000", 0): 100, ("001", 0): 100, ("010", 0): 100, ("100", 0): 100,

@@ -67,7 +67,8 @@ def test_card_yaml_lists_every_config_and_split(built, exported):
         for split in dataset:
             assert (exported / parquet_path(name, split)).is_file()
     infos = {info["config_name"]: info for info in card.data.to_dict()["dataset_info"]}
-    assert {s["name"]: s["num_examples"] for s in infos["only-2-of-001"]["splits"]} == {"train": 18, "test": 32}
+    assert {s["name"]: s["num_examples"] for s in infos["only-2-of-001"]["splits"]} == {"train": 18, "test": 32,
+                                                                                     "tokenizer": 64}
     text = card.text
     assert "| `0010` | circle | red | small | white | 0 | 2 | 2 |" in text
     assert "| `111` | triangle | blue | small | 2 | 0 | 100 |" in text
@@ -119,6 +120,7 @@ def test_publish_script_exports_the_requested_configs(tmp_path):
         "README.md",
         "images/okawa-fail1.png",
         "okawa-fail1/test-00000-of-00001.parquet",
+        "okawa-fail1/tokenizer-00000-of-00001.parquet",
         "okawa-fail1/train-00000-of-00001.parquet",
     ]
     with pytest.raises(SystemExit):

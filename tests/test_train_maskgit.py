@@ -149,3 +149,51 @@ def test_dead_code_restarts_and_crops_are_deterministic():
         assert torch.equal(crop, image[:, top : top + 12, left : left + 12])
     with pytest.raises(ValueError, match="crop_size"):
         random_crops(images, 30)
+
+
+@pytest.mark.parametrize(("choice", "classes"), [
+    ("all-classes", ["000", "001", "010", "011", "100", "101", "110", "111"]),
+    ("training-classes", ["000", "001", "010", "100"]),
+])
+def test_tokenizer_data_names_the_classes_the_tokenizer_sees_and_is_recorded(script, dataset_dir, tmp_path,
+                                                                             monkeypatch, choice, classes):
+    """``--tokenizer_data`` decides which images reach the tokenizer (all-classes: the dataset's tokenizer split,
+    never the test images); the tokenizer's options, its card, the reconstruction report and the generator's card
+    name the choice."""
+    from compgen.training.script import TrainingRun
+
+    seen, original = [], TrainingRun.train
+
+    def spy(self, task, probes=True, train_data=None, **overrides):
+        if not probes:  # the tokenizer's run
+            data = self.train_data if train_data is None else train_data
+            seen.append((data.class_strings(), len(data)))
+        return original(self, task, probes=probes, train_data=train_data, **overrides)
+
+    monkeypatch.setattr(TrainingRun, "train", spy)
+    reset_accelerate_state()
+    out = tmp_path / "out"
+    script.main(["--dataset", str(dataset_dir), "--output_dir", str(out), *TINY, "--max_train_steps", "2",
+                 "--eval_steps", "2", "--eval_images_per_class", "2", "--jepa_weight", "0",
+                 "--tokenizer_data", choice])
+    assert seen == [(classes, 16 * len(classes))]
+    assert json.loads((out / "tokenizer" / "tokenizer_options.json").read_text())["tokenizer_data"] == choice
+    assert f"tokenizer_data: `{choice}`" in (out / "tokenizer" / "README.md").read_text()
+    assert json.loads((out / "vq_reconstruction.json").read_text())["tokenizer_data"] == choice
+    assert f"Trained on: {choice} (" in (out / "README.md").read_text()
+
+
+def test_all_classes_tokenizer_data_needs_the_tokenizer_split(script, dataset_dir, tmp_path, capsys):
+    """A dataset without the tokenizer split (built before it existed, CelebA, Paper A's files) is refused before any
+    training, naming the split and the way out."""
+    old = tmp_path / "old"
+    (old / "data").mkdir(parents=True)
+    for split in ("train", "test"):
+        (old / "data" / f"{split}-00000-of-00001.parquet").write_bytes(
+            (dataset_dir / "data" / f"{split}-00000-of-00001.parquet").read_bytes())
+    reset_accelerate_state()
+    with pytest.raises(SystemExit):
+        script.main(["--dataset", str(old), "--output_dir", str(tmp_path / "out"), *TINY, "--max_train_steps", "2"])
+    error = capsys.readouterr().err
+    assert "'tokenizer' split" in error and "--tokenizer_data training-classes" in error
+    assert not (tmp_path / "out" / "tokenizer").exists()

@@ -1,8 +1,11 @@
 """A Hugging Face ``datasets`` builder for concept-graph splits of the synthetic shapes data.
 
 Each config picks a concept space and its training classes (a paper preset or any user-defined set) and
-renders two splits: ``train`` (the training classes only) and ``test`` (every class of the concept graph,
-for evaluation). Every row carries its concept class (``concepts``, e.g. ``"101"``), its ``level`` in the
+renders three splits: ``train`` (the training classes only), ``test`` (every class of the concept graph,
+for evaluation) and ``tokenizer`` (every class, from a stream of its own: what a token model's tokenizer trains on
+without labels with ``--tokenizer_data all-classes``, so that the tokenizer can draw every class and the generator
+alone decides whether a held-out combination comes out; Farid et al. 2025 do not publish their tokenizers' data).
+Every row carries its concept class (``concepts``, e.g. ``"101"``), its ``level`` in the
 concept graph, one ``ClassLabel`` column per concept variable and the exact per-image values the papers
 condition on (``color_rgb``, ``size_value``, ``position``, ``rotation``).
 
@@ -36,7 +39,10 @@ from ..concepts import ConceptGraph, ConceptSpace, get_split_preset, shapes_spac
 from ..shapes import PAPER_COLOR_JITTER, PAPER_POSITION_RANGE, PAPER_SIZE_JITTER, RenderConfig, render_classes
 
 DATASET_NAME = "concept_graph_shapes"
-SPLITS = ("train", "test")
+SPLITS = ("train", "test", "tokenizer")
+TOKENIZER_SPLIT = "tokenizer"
+"""Images of every class (held-out ones included) for training a tokenizer without labels (Paper B's token models):
+its own random stream, so it shares no image with ``train`` or ``test``."""
 VERSION = datasets.Version("1.0.0")
 _RENDER_CHUNK = 1024  # images per render call; part of the random-stream layout, so changing it changes images
 
@@ -70,6 +76,8 @@ class ConceptGraphShapesConfig(datasets.BuilderConfig):
     images_per_class: int = 1250
     class_counts: dict[str, int] | None = None
     test_images_per_class: int = 100
+    tokenizer_images_per_class: int | None = None
+    """Images of every class in the ``tokenizer`` split; ``None``: ``images_per_class``."""
     image_size: int = 28
     seed: int = 0
     color_jitter: float = PAPER_COLOR_JITTER
@@ -157,9 +165,11 @@ class ConceptGraphShapesConfig(datasets.BuilderConfig):
         else:
             from .paper_files import check_paper_counts
 
-            for split in SPLITS:  # an error names a missing folder or a class with too few images
+            for split in ("train", "test"):  # an error names a missing folder or a class with too few images
                 check_paper_counts(self.data_dir, split, self.class_counts_for(split))
         _check_count("test_images_per_class", self.test_images_per_class, self.name)
+        if self.tokenizer_images_per_class is not None:
+            _check_count("tokenizer_images_per_class", self.tokenizer_images_per_class, self.name)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"config {self.name!r}: seed must be a non-negative int, got {self.seed!r}")
 
@@ -169,6 +179,10 @@ class ConceptGraphShapesConfig(datasets.BuilderConfig):
             return self.train_counts
         if split == "test":
             return {self.space.format(c): self.test_images_per_class for c in self.space.all_classes()}
+        if split == TOKENIZER_SPLIT:
+            count = self.tokenizer_images_per_class
+            count = self.images_per_class if count is None else count
+            return {self.space.format(c): count for c in self.space.all_classes()}
         raise ValueError(f"unknown split {split!r}; splits are {SPLITS}")
 
     def summary(self) -> str:
@@ -183,9 +197,16 @@ class ConceptGraphShapesConfig(datasets.BuilderConfig):
         counts = ", ".join(f"{c}: {n}" for c, n in self.train_counts.items())
         return (
             f"Concept graph of the synthetic shapes data ({variables}). Train images per class: {counts}. "
-            f"{levels}. Test split: {self.test_images_per_class} images of every class. "
+            f"{levels}. Test split: {self.test_images_per_class} images of every class. {self._tokenizer_summary()}"
             f"{self.image_size}x{self.image_size} pixels, seed {self.seed}. {self.rendering()}"
         )
+
+    def _tokenizer_summary(self) -> str:
+        if self.data_dir is not None:
+            return ""
+        count = self.class_counts_for(TOKENIZER_SPLIT)
+        return (f"Tokenizer split: {next(iter(count.values()))} images of every class, for tokenizers trained without "
+                "labels. ")
 
     def rendering(self) -> str:
         """One sentence on how the images were made (the render style, pose, position and jitter ranges)."""
@@ -284,7 +305,9 @@ class ConceptGraphShapes(datasets.GeneratorBasedBuilder):
         )
 
     def _split_generators(self, dl_manager: Any) -> list[datasets.SplitGenerator]:
-        return [datasets.SplitGenerator(name=split, gen_kwargs={"split": split}) for split in SPLITS]
+        # Paper A's published files hold train and test images only: no tokenizer split for them.
+        splits = SPLITS if self.config.data_dir is None else ("train", "test")
+        return [datasets.SplitGenerator(name=split, gen_kwargs={"split": split}) for split in splits]
 
     def _generate_examples(self, split: str) -> Iterator[tuple[int, dict[str, Any]]]:
         config = self.config

@@ -51,12 +51,14 @@ def reconstruction_report(
     images: np.ndarray | torch.Tensor,
     concepts: np.ndarray | torch.Tensor,
     output_path: str | Path | None = None,
+    tokenizer_data: str | None = None,
 ) -> dict[str, Any]:
     """Per class of ``graph`` (held-out ones included): reconstruction MSE (pixels in [0, 1]) and the multiplicative
     accuracy of the reconstructions and of the real images, by the probes and (shapes) the pixel scorer.
 
     ``images`` / ``concepts`` are real labelled images of every class (``(N, H, W, 3)`` uint8 and ``(N, V)``), e.g.
-    the dataset's ``test`` split. Written as JSON to ``output_path`` when given.
+    the dataset's ``test`` split. ``tokenizer_data`` names what the tokenizer trained on (``--tokenizer_data``), so
+    the report says it. Written as JSON to ``output_path`` when given.
     """
     real = np.asarray(images.cpu() if isinstance(images, torch.Tensor) else images)
     labels = np.asarray(concepts.cpu() if isinstance(concepts, torch.Tensor) else concepts)
@@ -88,6 +90,7 @@ def reconstruction_report(
         "codebook_size": vqvae.config.num_vq_embeddings,
         "codebook_entries_used": int(used.numel()),
         "classes": per_class,
+        "tokenizer_data": tokenizer_data or "not recorded",
         "note": "Accuracy of reconstructions of real test images: how well the encoder-decoder pair carries each "
                 "class through. It is not an upper bound for a generator, which decodes token grids it draws itself.",
     }
@@ -96,11 +99,19 @@ def reconstruction_report(
     return report
 
 
+TOKENIZER_DATA_WORDS = {
+    "all-classes": "all-classes (images of every class of the concept space, labels unused)",
+    "training-classes": "training-classes (the training split only)",
+}
+
+
 def reconstruction_summary(report: dict[str, Any]) -> str:
-    """One line for a log: ``000 (L0): 1.00 (mse 0.0012), ...`` per class, probe accuracy of reconstructions."""
-    return ", ".join(
-        f"{name} (L{entry['level']}): {entry['probe_accuracy_reconstructed']:.2f} "
-        f"(mse {entry['reconstruction_mse']:.4f})"
+    """One line for a log: ``000 (L0): 1.00 / 0.98 (mse 0.0012), ...`` per class, the accuracy of reconstructions by
+    the probes / the pixel scorer, after what the tokenizer trained on."""
+    return f"trained on {report.get('tokenizer_data', 'not recorded')}; " + ", ".join(
+        f"{name} (L{entry['level']}): {entry['probe_accuracy_reconstructed']:.2f}"
+        + (f" / {entry['pixel_accuracy_reconstructed']:.2f}" if "pixel_accuracy_reconstructed" in entry else "")
+        + f" (mse {entry['reconstruction_mse']:.4f})"
         for name, entry in report["classes"].items()
     )
 
@@ -112,7 +123,8 @@ def reconstruction_markdown(report: dict[str, Any]) -> str:
         "Accuracy of VQ reconstructions of real test images (held-out classes included): the tokenizer's "
         "reconstruction accuracy, not an upper bound for the generator, which decodes token grids it draws itself. "
         f"Codebook entries used: {report['codebook_entries_used']} of "
-        f"{report['codebook_size']}.",
+        f"{report['codebook_size']}. "
+        f"Trained on: {TOKENIZER_DATA_WORDS.get(report.get('tokenizer_data'), 'not recorded')}.",
         "",
         "| class | level | probes on reconstructions |" + (" pixel scorer on reconstructions |" if pixel else "")
         + " reconstruction MSE |",

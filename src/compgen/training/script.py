@@ -44,8 +44,9 @@ logger = logging.getLogger(__name__)
 
 DATASET_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     CELEBA_SOURCE: {
-        # Faces carry binary labels only, so "full" conditioning has no continuous values to use.
-        "*": {"celeba_config": "default", "conditioning": "quantized"},
+        # Faces carry binary labels only, so "full" conditioning has no continuous values to use; CelebA has no
+        # tokenizer split, so its token models' tokenizers train on the training classes.
+        "*": {"celeba_config": "default", "conditioning": "quantized", "tokenizer_data": "training-classes"},
         # 64 px with three U-Net stages keeps Paper A's bottleneck at 8x8 (28 px -> 7x7 with two stages).
         "paper": {"block_out_channels": "256,512,512"},
         "cpu-quick": {"celeba_config": "cpu"},
@@ -70,6 +71,8 @@ class TrainingRun:
     """Real images of every class (the dataset's ``test`` split), for reports on real data."""
     claim: RunDirectoryClaim | None = None
     """The claim on ``config.output_dir`` taken before the data were built; given back once training there ends."""
+    splits: Any = None
+    """The loaded ``DatasetDict``, for the splits a script needs besides ``train`` and ``test`` (a tokenizer's)."""
 
     @property
     def continuous_concepts(self) -> dict[str, list[list[float]]]:
@@ -80,12 +83,14 @@ class TrainingRun:
 
         return shapes_continuous_concepts(self.train_data.space)
 
-    def train(self, task: TrainingTask, probes: bool = True, **config_overrides: Any) -> list[dict[str, Any]]:
-        """Run the shared loop on ``task``; ``config_overrides`` (e.g. another ``output_dir`` and step count for a
-        tokenizer trained before the generator) replace fields of this run's :class:`TrainingConfig`."""
+    def train(self, task: TrainingTask, probes: bool = True, train_data: ConceptImageData | None = None,
+              **config_overrides: Any) -> list[dict[str, Any]]:
+        """Run the shared loop on ``task`` over ``train_data`` (default: the training split); ``config_overrides``
+        (e.g. another ``output_dir`` and step count for a tokenizer trained before the generator) replace fields of
+        this run's :class:`TrainingConfig`."""
         config = dataclasses.replace(self.config, **config_overrides)
-        trainer = Trainer(config, task, self.train_data, self.graph, self.probes if probes else None,
-                          self.dataset_name)
+        trainer = Trainer(config, task, self.train_data if train_data is None else train_data, self.graph,
+                          self.probes if probes else None, self.dataset_name)
         try:
             return trainer.train()
         finally:
@@ -183,6 +188,7 @@ def prepare_run(
             train_data, graph = training_data_from(dataset_dict)
             eval_data = split_tensors(dataset_dict, "test") if "test" in dataset_dict else None
             check_image_size(args, train_data.image_size, dataset_name)
+            _check_tokenizer_split(args, dataset_dict, dataset_name)
             check_batch_fits(len(train_data), config.train_batch_size, state.num_processes)
             probe_splits = None
             if not args.no_eval and not args.probes_path and {"probe_train", "probe_val"} <= set(dataset_dict):
@@ -196,9 +202,22 @@ def prepare_run(
         raise
     logger.info("training data %s: %d images (%d px) of classes %s", dataset_name, len(train_data),
                 train_data.image_size, train_data.class_strings())
-    run = TrainingRun(config, train_data, graph, probes, dataset_name=dataset_name, eval_data=eval_data, claim=claim)
+    run = TrainingRun(config, train_data, graph, probes, dataset_name=dataset_name, eval_data=eval_data, claim=claim,
+                      splits=dataset_dict)
     torch.manual_seed(config.seed)  # the script builds its model next: initial weights are a function of --seed
     return args, config, run
+
+
+def _check_tokenizer_split(args: argparse.Namespace, dataset_dict, dataset_name: str) -> None:
+    """A tokenizer to train on every class (``--tokenizer_data all-classes``) needs the dataset's ``tokenizer``
+    split; say so before any training (datasets built before it existed, CelebA and Paper A's files lack it)."""
+    from ..data.concept_graph_builder import TOKENIZER_SPLIT
+
+    needed = getattr(args, "tokenizer_data", None) == "all-classes" and not getattr(args, "vqvae_path", None)
+    if needed and TOKENIZER_SPLIT not in dataset_dict:
+        raise ValueError(f"--tokenizer_data all-classes trains the tokenizer on the {TOKENIZER_SPLIT!r} split (images "
+                         f"of every class), which dataset {dataset_name} lacks (splits: {list(dataset_dict)}); "
+                         "rebuild or re-export it with this compgen, or pass --tokenizer_data training-classes")
 
 
 def _check_dataset_config(args: argparse.Namespace) -> None:

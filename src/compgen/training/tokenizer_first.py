@@ -20,6 +20,8 @@ from diffusers import VQModel
 
 from ..atomic_io import atomic_write_text
 from ..cli import parse_widths
+from ..data.concept_graph_builder import TOKENIZER_SPLIT
+from ..data.loading import ConceptImageData, split_tensors
 from ..evaluation.tokenizer_report import RECONSTRUCTION_REPORT_NAME
 from ..models.concept_embedding import check_concept_dropout
 from ..models.vq_tokenizer import build_vq_tokenizer
@@ -50,6 +52,28 @@ def add_vq_tokenizer_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--vq_restart_every", type=int, default=25, help="steps between dead-code restarts; 0: off")
     group.add_argument("--vq_crop_size", type=int, default=16,
                        help="train on random crops of this size (a multiple of the downsampling; 0: whole images)")
+    group.add_argument("--tokenizer_data", default="all-classes", choices=list(TOKENIZER_DATA),
+                       help="the images the tokenizer trains on: " + "; ".join(
+                           f"{name}: {text}" for name, text in TOKENIZER_DATA.items()))
+
+
+TOKENIZER_DATA: dict[str, str] = {
+    "all-classes": "the dataset's tokenizer split, images of every class of the concept space, labels unused",
+    "training-classes": "the training split only (a tokenizer that may not draw held-out classes)",
+}
+"""Where a tokenizer's training images come from (``--tokenizer_data``). Paper B (Farid et al. 2025) does not say what
+its tokenizers saw. ``all-classes`` (the default) lets the generator alone decide whether a held-out combination comes
+out; ``training-classes`` shows how a tokenizer can cap compositional generalization: on H32-train1 the cpu-quick
+tokenizer trained on it reconstructs 011 and 111 at 0.0 (``results/dit-diagnosis/NOTES.md``)."""
+
+
+def tokenizer_training_data(args: argparse.Namespace, run: TrainingRun) -> ConceptImageData:
+    """The images ``--tokenizer_data`` names (the check that the dataset has them ran before any work)."""
+    if args.tokenizer_data == "training-classes":
+        return run.train_data
+    data = split_tensors(run.splits, TOKENIZER_SPLIT)
+    logger.info("tokenizer data all-classes: %d images of classes %s (labels unused)", len(data), data.class_strings())
+    return data
 
 
 TOKENIZER_OPTIONS_NAME = "tokenizer_options.json"
@@ -59,7 +83,8 @@ TOKENIZER_OPTIONS_NAME = "tokenizer_options.json"
 def tokenizer_options(args: argparse.Namespace, steps: int, learning_rate: float) -> dict[str, Any]:
     """The options that determine a tokenizer trained by :func:`train_vq_tokenizer`."""
     names = ("vq_block_out_channels", "codebook_size", "vq_embed_dim", "vq_mid_attention", "vq_commitment_cost",
-             "vq_restart_every", "vq_crop_size", "seed", "dataset", "dataset_config", "train_batch_size")
+             "vq_restart_every", "vq_crop_size", "tokenizer_data", "seed", "dataset", "dataset_config",
+             "train_batch_size")
     return {name: getattr(args, name, None) for name in names} | {"steps": steps, "learning_rate": learning_rate}
 
 
@@ -126,20 +151,24 @@ def train_vq_tokenizer(
     task = VQTask(vqvae, commitment_cost=args.vq_commitment_cost, restart_every=args.vq_restart_every,
                   total_steps=steps, seed=args.seed, crop_size=args.vq_crop_size,
                   options=tokenizer_options(args, steps, learning_rate))
-    run.train(task, probes=False, output_dir=str(output_dir), **config_overrides)
+    run.train(task, probes=False, train_data=tokenizer_training_data(args, run), output_dir=str(output_dir),
+              **config_overrides)
     trained = VQModel.from_pretrained(output_dir).eval()
-    return trained, report_for_run(trained, run, output_dir) if report else None
+    return trained, report_for_run(trained, run, output_dir, args.tokenizer_data) if report else None
 
 
-def report_for_run(vqvae: VQModel, run: TrainingRun, output_dir: str | Path) -> dict[str, Any] | None:
+def report_for_run(vqvae: VQModel, run: TrainingRun, output_dir: str | Path, tokenizer_data: str | None = None
+                   ) -> dict[str, Any] | None:
     """The :func:`~compgen.evaluation.tokenizer_report.reconstruction_report` of ``vqvae`` on the real images of
-    ``run``'s ``test`` split, written to ``output_dir`` and logged; ``None`` without probes or a test split."""
+    ``run``'s ``test`` split (with the tokenizer's ``--tokenizer_data``), written to ``output_dir`` and logged;
+    ``None`` without probes or a test split."""
     from ..evaluation.tokenizer_report import reconstruction_report, reconstruction_summary
 
     if run.probes is None or run.eval_data is None:
         return None
     report = reconstruction_report(vqvae, run.graph, run.probes, run.eval_data.images, run.eval_data.concepts,
-                                   output_path=Path(output_dir) / RECONSTRUCTION_REPORT_NAME)
+                                   output_path=Path(output_dir) / RECONSTRUCTION_REPORT_NAME,
+                                   tokenizer_data=tokenizer_data)
     logger.info("VQ reconstruction accuracy: %s", reconstruction_summary(report))
     return report
 
@@ -220,18 +249,20 @@ def load_or_train_tokenizer(args: argparse.Namespace, run: TrainingRun, output_d
             lr_scheduler="cosine", lr_warmup_steps=0, use_ema=False, push_to_hub=False,
             checkpointing_steps=max(args.vq_steps, 1), eval_steps=max(args.vq_steps, 1), report=False,
         )
-    else:
-        logger.info("using the tokenizer in %s", path)
-        vqvae = VQModel.from_pretrained(path).eval()
-        shared_report = Path(path) / RECONSTRUCTION_REPORT_NAME
-        trained_on = _read_json(path, TOKENIZER_OPTIONS_NAME)
-        same_data = (trained_on.get("dataset"), trained_on.get("dataset_config")) == (args.dataset, args.dataset_config)
-        if shared_report.is_file() and same_data:
-            # The tokenizer's own run measured its ceiling on this dataset's test split: reuse the report.
-            report = json.loads(shared_report.read_text())
-            atomic_write_text(Path(output_dir) / RECONSTRUCTION_REPORT_NAME, json.dumps(report, indent=2) + "\n")
-            return vqvae, report
-    return vqvae, report_for_run(vqvae, run, output_dir)
+        return vqvae, report_for_run(vqvae, run, output_dir, args.tokenizer_data)
+    logger.info("using the tokenizer in %s", path)
+    vqvae = VQModel.from_pretrained(path).eval()
+    trained_on = _read_json(path, TOKENIZER_OPTIONS_NAME)
+    tokenizer_data = trained_on.get("tokenizer_data", "not recorded")
+    logger.info("the tokenizer's training data: %s", tokenizer_data)
+    shared_report = Path(path) / RECONSTRUCTION_REPORT_NAME
+    same_data = (trained_on.get("dataset"), trained_on.get("dataset_config")) == (args.dataset, args.dataset_config)
+    if shared_report.is_file() and same_data:
+        # The tokenizer's own run measured its reconstruction accuracy on this dataset's test split: reuse it.
+        report = json.loads(shared_report.read_text()) | {"tokenizer_data": tokenizer_data}
+        atomic_write_text(Path(output_dir) / RECONSTRUCTION_REPORT_NAME, json.dumps(report, indent=2) + "\n")
+        return vqvae, report
+    return vqvae, report_for_run(vqvae, run, output_dir, tokenizer_data)
 
 
 def _read_json(directory: str | Path, name: str) -> dict[str, Any]:

@@ -106,6 +106,7 @@ class VQTask(TrainingTask):
                 "block_out_channels": list(config.block_out_channels),
                 "num_vq_embeddings": config.num_vq_embeddings,
                 "vq_embed_dim": config.vq_embed_dim,
+                "tokenizer_data": (self.options or {}).get("tokenizer_data", "not recorded"),
             },
         }
 
