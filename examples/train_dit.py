@@ -1,15 +1,18 @@
-"""Train the diffusion transformer over a VQ tokenizer's continuous latents (Paper B's continuous counterpart of
+"""Train the diffusion transformer over a tokenizer's continuous latents (Paper B's continuous counterpart of
 MaskGIT) on a concept-graph split, evaluating as it trains.
 
     accelerate launch examples/train_dit.py --preset cpu-quick --output_dir outputs/dit
     accelerate launch examples/train_dit.py --preset cpu-quick --vqvae_path outputs/maskgit-jepa/tokenizer ...
+    accelerate launch examples/train_dit.py --preset cpu-quick --tokenizer kl --output_dir outputs/dit-kl
 
 The tokenizer comes first exactly as for ``examples/train_maskgit_jepa.py`` (same flags, same presets, trained on the
 training split only into ``OUTPUT/tokenizer``, or shared with ``--vqvae_path``), so MaskGIT and the DiT can diffuse or
-predict the very same tokens. The transformer is MaskGIT's backbone with the same concept tokens
-(``TupleConditionedDiT``); the objective is DDPM on the standardized latents before quantization. ``OUTPUT`` then holds
-the pipeline (``TupleConditionedDiTPipeline.from_pretrained(OUTPUT)``), ``README.md`` (with the tokenizer's
-reconstruction accuracy) and ``learning_dynamics.jsonl``.
+predict the very same tokens. ``--tokenizer kl`` trains a KL tokenizer (a diffusers ``AutoencoderKL``, Paper B's
+continuous tokenizer) instead, with the same architecture and training flags, and diffuses its posterior means
+(``--vqvae_path`` then takes an ``AutoencoderKL`` directory). The transformer is MaskGIT's backbone with the same
+concept tokens (``TupleConditionedDiT``); the objective is DDPM on the standardized latents (a VQ tokenizer's before
+quantization). ``OUTPUT`` then holds the pipeline (``TupleConditionedDiTPipeline.from_pretrained(OUTPUT)``),
+``README.md`` (with the tokenizer's reconstruction accuracy) and ``learning_dynamics.jsonl``.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ PRESETS = {
 
 def check_arguments(args: argparse.Namespace) -> None:
     """This script's own options, checked before any work."""
-    check_tokenizer_first_arguments(args)
+    check_tokenizer_first_arguments(args, allow_kl=True)
     check_transformer_arguments(args)
     if args.num_train_timesteps < 1 or args.eval_inference_steps < 1:
         raise ValueError("--num_train_timesteps and --eval_inference_steps must be at least 1")
@@ -54,7 +57,7 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_tokenizer_first_arguments(parser)
+    add_tokenizer_first_arguments(parser, allow_kl=True)
     model = add_token_transformer_arguments(parser, "diffusion transformer")
     model.add_argument("--num_train_timesteps", type=int, default=500)
     model.add_argument("--prediction_type", default="epsilon", choices=["epsilon", "v_prediction", "sample"])
@@ -63,15 +66,15 @@ def main(argv: list[str] | None = None) -> None:
                        help="init std of the learned position embedding (0.02: ViT's; 1.0: the image tokens' scale)")
     args, config, run = prepare_run(parser, PRESETS, argv, validate=check_arguments)
 
-    vqvae, report = load_or_train_tokenizer(args, run, Path(config.output_dir))
-    latents = precompute_latents(vqvae, run.train_data.images)
+    tokenizer, report = load_or_train_tokenizer(args, run, Path(config.output_dir))
+    latents = precompute_latents(tokenizer, run.train_data.images)
     mean, std = latent_statistics(latents)
 
     torch.manual_seed(config.seed)  # the initial weights are a function of --seed, so runs repeat exactly
     transformer = TupleConditionedDiT(
         concept_space=run.train_data.space.to_dict(),
         latent_channels=latents.shape[1],
-        grid_size=token_grid_size(vqvae),
+        grid_size=token_grid_size(tokenizer),
         hidden_size=args.hidden_size,
         num_layers=args.num_layers,
         num_heads=args.num_heads,
@@ -85,7 +88,7 @@ def main(argv: list[str] | None = None) -> None:
     # The U-Net's schedule, without clipping: standardized latents are not bounded by [-1, 1] (clipping them turned
     # every sample into a blue smear).
     scheduler = paper_ddpm_scheduler(args.num_train_timesteps, args.prediction_type, clip_sample=False)
-    task = DiTTask(transformer, vqvae, scheduler, latents, eval_inference_steps=args.eval_inference_steps,
+    task = DiTTask(transformer, tokenizer, scheduler, latents, eval_inference_steps=args.eval_inference_steps,
                    tokenizer_report=report)
     run.train(task)
 

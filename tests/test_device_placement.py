@@ -23,10 +23,12 @@ from diffusers import DDPMScheduler
 
 from compgen import MaskGITScheduler, MaskGITTransformer, TupleConditionedUNet2DModel
 from compgen.data.loading import ConceptImageData
+from compgen.models.kl_tokenizer import build_kl_tokenizer
 from compgen.models.vq_tokenizer import build_vq_tokenizer
 from compgen.shapes import shapes_continuous_concepts
 from compgen.training.config import TrainingConfig
 from compgen.training.ddpm_task import DDPMTask
+from compgen.training.kl_task import KLTask
 from compgen.training.maskgit_task import MaskGITTask, precompute_tokens
 from compgen.training.trainer import Trainer
 from compgen.training.vq_task import VQTask
@@ -66,6 +68,11 @@ def vq_task(data: ConceptImageData) -> VQTask:
     return VQTask(vqvae, restart_every=1, total_steps=4, crop_size=16)
 
 
+def kl_task(data: ConceptImageData) -> KLTask:
+    """The KL tokenizer: its crops and posterior noise are drawn on the CPU and moved."""
+    return KLTask(build_kl_tokenizer(block_out_channels=(8, 8, 8), latent_channels=4), crop_size=16)
+
+
 TASKS = {
     "ddpm": lambda data: unet_task(data),
     "ddpm-concept-dropout": lambda data: unet_task(data, dropout=0.2),
@@ -73,6 +80,7 @@ TASKS = {
     "maskgit": lambda data: maskgit_task(data, jepa_weight=0.0),
     "maskgit-jepa": lambda data: maskgit_task(data, jepa_weight=0.6),
     "vq": vq_task,
+    "kl": kl_task,
 }
 
 

@@ -15,7 +15,9 @@ parametrized over the whole table, so a new family joins all contracts by adding
 The space is shape x color (3 values) x size: its variable order is not alphabetical (diffusers writes configs with
 sorted keys) and its cardinalities differ, so a permuted order on reload turns ``"021"`` into an out-of-range class.
 
-Per-family behaviour (layouts, conditioning modes, schedulers, entry files) stays in the per-family test files.
+The DiT has a row per tokenizer kind: a VQ tokenizer (``vqvae``) and a KL one (``vae``, Paper B's continuous
+tokenizer); the pipeline saves and reloads either. Per-family behaviour (layouts, conditioning modes, schedulers,
+entry files) stays in the per-family test files.
 The MaskGIT + JEPA objective has no model class of its own: its pipeline holds the same ``MaskGITTransformer`` (and
 its exported target encoder is one), and the JEPA predictor is a training-only module, so the MaskGIT row covers it.
 """
@@ -41,6 +43,7 @@ from compgen import (
     TupleConditionedUNet2DModel,
     shapes_space,
 )
+from compgen.models.kl_tokenizer import build_kl_tokenizer
 from compgen.models.vq_tokenizer import build_vq_tokenizer
 from compgen.pipelines.concept_inputs import ConceptInputs, prepare_concept_inputs
 from compgen.pipelines.tuple_ddpm import TupleConditionedDDPMPipeline
@@ -131,6 +134,13 @@ def dit_pipeline(model: TupleConditionedDiT) -> DiffusionPipeline:
                                        scheduler=DDPMScheduler(num_train_timesteps=50, clip_sample=False))
 
 
+def dit_kl_pipeline(model: TupleConditionedDiT) -> DiffusionPipeline:
+    torch.manual_seed(1)
+    vae = build_kl_tokenizer(28, block_out_channels=(8, 8, 8), latent_channels=4, norm_num_groups=4).eval()
+    return TupleConditionedDiTPipeline(vqvae=None, vae=vae, transformer=model,
+                                       scheduler=DDPMScheduler(num_train_timesteps=50, clip_sample=False))
+
+
 def dit_forward(model: TupleConditionedDiT, inputs: ConceptInputs) -> torch.Tensor:
     latents = doubled(fixed((inputs.batch_size, 4, GRID, GRID), inputs.concepts.device), inputs)
     return model(latents, TIMESTEP, **inputs.model_kwargs).sample
@@ -158,6 +168,7 @@ FAMILIES = [
                                     "concepts, so guidance_scale != 1 is refused"), id="tuple-unet-paper-layout"),
     pytest.param(Family(maskgit, maskgit_pipeline, maskgit_forward), id="maskgit"),
     pytest.param(Family(dit, dit_pipeline, dit_forward), id="tuple-dit"),
+    pytest.param(Family(dit, dit_kl_pipeline, dit_forward), id="tuple-dit-kl"),
 ]
 
 

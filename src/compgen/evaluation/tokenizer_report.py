@@ -1,5 +1,5 @@
 """How well a tokenizer represents every class, held-out compositions included: the reconstruction accuracy of the
-tokenizer (Paper B trains its token-space generators on a frozen VQ tokenizer).
+tokenizer (Paper B trains its token-space generators on a frozen VQ tokenizer, and its DiT on a VQ or a KL one).
 
 The report reconstructs real images of every class (the dataset's ``test`` split) and scores the reconstructions with
 the rules every compgen evaluation uses (:class:`~compgen.evaluation.scoring.ImageScorer`: probes, the one-object
@@ -19,12 +19,13 @@ from typing import Any
 
 import numpy as np
 import torch
-from diffusers import VQModel
+from diffusers import AutoencoderKL, VQModel
 
 from ..atomic_io import atomic_write_text
 from ..concepts import ConceptGraph
 from ..eval_mode import eval_mode
 from ..images import signed_to_uint8, uint8_to_signed
+from ..models.kl_tokenizer import decode_kl_latents, encode_kl_latents
 from ..models.vq_tokenizer import decode_indices, encode_to_indices
 from .metrics import multiplicative_accuracy
 from .probes import ConceptProbes
@@ -33,19 +34,28 @@ from .scoring import ImageScorer
 RECONSTRUCTION_REPORT_NAME = "vq_reconstruction.json"
 
 
+Tokenizer = VQModel | AutoencoderKL
+"""Either tokenizer kind: a ``VQModel`` (codebook indices) or an ``AutoencoderKL`` (posterior means)."""
+
+
 @torch.no_grad()
-def reconstruct(vqvae: VQModel, images: np.ndarray | torch.Tensor, batch_size: int = 256) -> np.ndarray:
-    """Encode uint8 ``(N, H, W, 3)`` images to tokens and decode them again (uint8, same shape)."""
+def reconstruct(vqvae: Tokenizer, images: np.ndarray | torch.Tensor, batch_size: int = 256) -> np.ndarray:
+    """Encode uint8 ``(N, H, W, 3)`` images and decode them again (uint8, same shape): through codebook indices for
+    a ``VQModel``, through the posterior mean for an ``AutoencoderKL``."""
     outputs = []
     with eval_mode(vqvae):
         for start in range(0, len(images), batch_size):
             batch = uint8_to_signed(images[start : start + batch_size]).to(vqvae.device)
-            outputs.append(signed_to_uint8(decode_indices(vqvae, encode_to_indices(vqvae, batch))))
+            if isinstance(vqvae, AutoencoderKL):
+                decoded = decode_kl_latents(vqvae, encode_kl_latents(vqvae, batch))
+            else:
+                decoded = decode_indices(vqvae, encode_to_indices(vqvae, batch))
+            outputs.append(signed_to_uint8(decoded))
     return np.concatenate(outputs) if outputs else np.zeros((0, *tuple(images.shape[1:])), dtype=np.uint8)
 
 
 def reconstruction_report(
-    vqvae: VQModel,
+    vqvae: Tokenizer,
     graph: ConceptGraph,
     probes: ConceptProbes,
     images: np.ndarray | torch.Tensor,
@@ -84,12 +94,7 @@ def reconstruction_report(
             entry["pixel_accuracy_reconstructed"] = multiplicative_accuracy(
                 reconstructed_scores.pixel_predictions[rows], target)
         per_class[name] = entry
-    with torch.no_grad():
-        used = torch.unique(encode_to_indices(vqvae, uint8_to_signed(real[:2048]).to(vqvae.device)))
-    report = {
-        "codebook_size": vqvae.config.num_vq_embeddings,
-        "codebook_entries_used": int(used.numel()),
-        "classes": per_class,
+    report = {**_latent_summary(vqvae, real[:2048]), "classes": per_class,
         "tokenizer_data": tokenizer_data or "not recorded",
         "note": "Accuracy of reconstructions of real test images: how well the encoder-decoder pair carries each "
                 "class through. It is not an upper bound for a generator, which decodes token grids it draws itself.",
@@ -103,6 +108,16 @@ TOKENIZER_DATA_WORDS = {
     "all-classes": "all-classes (images of every class of the concept space, labels unused)",
     "training-classes": "training-classes (the training split only)",
 }
+
+
+@torch.no_grad()
+def _latent_summary(vqvae: Tokenizer, images: np.ndarray) -> dict[str, Any]:
+    """A VQ tokenizer's codebook usage on ``images``; a KL tokenizer's kind and latent channels (no codebook)."""
+    if isinstance(vqvae, AutoencoderKL):
+        return {"tokenizer": "kl", "latent_channels": vqvae.config.latent_channels}
+    with eval_mode(vqvae):
+        used = torch.unique(encode_to_indices(vqvae, uint8_to_signed(images).to(vqvae.device)))
+    return {"codebook_size": vqvae.config.num_vq_embeddings, "codebook_entries_used": int(used.numel())}
 
 
 def reconstruction_summary(report: dict[str, Any]) -> str:
@@ -119,12 +134,15 @@ def reconstruction_summary(report: dict[str, Any]) -> str:
 def reconstruction_markdown(report: dict[str, Any]) -> str:
     """The reconstruction report as a model-card table (the tokenizer's reconstruction accuracy per class)."""
     pixel = all("pixel_accuracy_reconstructed" in entry for entry in report["classes"].values())
+    if "codebook_size" in report:
+        kind, usage = "VQ", (f" Codebook entries used: {report['codebook_entries_used']} of "
+                             f"{report['codebook_size']}.")
+    else:
+        kind, usage = "KL", f" Latent channels: {report.get('latent_channels')} (posterior means, no codebook)."
     lines = [
-        "Accuracy of VQ reconstructions of real test images (held-out classes included): the tokenizer's "
-        "reconstruction accuracy, not an upper bound for the generator, which decodes token grids it draws itself. "
-        f"Codebook entries used: {report['codebook_entries_used']} of "
-        f"{report['codebook_size']}. "
-        f"Trained on: {TOKENIZER_DATA_WORDS.get(report.get('tokenizer_data'), 'not recorded')}.",
+        f"Accuracy of {kind} reconstructions of real test images (held-out classes included): the tokenizer's "
+        "reconstruction accuracy, not an upper bound for the generator, which decodes token grids it draws itself."
+        + usage + f" Trained on: {TOKENIZER_DATA_WORDS.get(report.get('tokenizer_data'), 'not recorded')}.",
         "",
         "| class | level | probes on reconstructions |" + (" pixel scorer on reconstructions |" if pixel else "")
         + " reconstruction MSE |",

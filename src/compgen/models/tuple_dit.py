@@ -29,7 +29,8 @@ class TupleConditionedDiT(ConceptConditionedMixin, ModelMixin, ConfigMixin):
 
     Args:
         concept_space: ``{variable: [value names]}`` or ``[[variable, values], ...]`` (stored as the ordered list).
-        latent_channels: Channels ``C`` of the latents (the tokenizer's ``vq_embed_dim``).
+        latent_channels: Channels ``C`` of the latents (a VQ tokenizer's ``vq_embed_dim``, a KL one's
+            ``latent_channels``).
         grid_size: Side ``g`` of the latent grid (7 for 28 px images with downsampling 4).
         hidden_size, num_layers, num_heads, mlp_ratio, dropout: The transformer, as MaskGIT's.
         conditioning: ``"quantized"`` or ``"full"`` (as every compgen model).

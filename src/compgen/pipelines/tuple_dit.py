@@ -1,9 +1,10 @@
-"""Sampling images of concept classes from a :class:`TupleConditionedDiT` through its tokenizer's decoder."""
+"""Sampling images of concept classes from a :class:`TupleConditionedDiT` through its tokenizer's decoder (a VQ or a
+KL tokenizer)."""
 
 from __future__ import annotations
 
 import torch
-from diffusers import VQModel
+from diffusers import AutoencoderKL, VQModel
 from diffusers.image_processor import VaeImageProcessor
 from diffusers.pipelines.pipeline_utils import DiffusionPipeline, ImagePipelineOutput
 from diffusers.schedulers.scheduling_utils import SchedulerMixin
@@ -28,33 +29,50 @@ def check_unclipped_scheduler(scheduler: SchedulerMixin) -> None:
 class TupleConditionedDiTPipeline(DiffusionPipeline):
     r"""Generate images of concept classes (``"111"``, ``(1, 1, 1)``) by diffusing tokenizer latents.
 
-    The transformer denoises a ``(C, g, g)`` grid of standardized latents; the final latents are de-standardized,
-    snapped to the tokenizer's codebook (``quantize=True``, the decoder's training input, as MaskGIT's tokens are) and
-    decoded. Any diffusers scheduler trained on the same noise schedule swaps in
+    The transformer denoises a ``(C, g, g)`` grid of standardized latents; the final latents are de-standardized and
+    decoded by the tokenizer: a VQ tokenizer (``vqvae``) snaps them to its codebook first (``quantize=True``, the
+    decoder's training input, as MaskGIT's tokens are); a KL tokenizer (``vae``, Paper B's continuous tokenizer)
+    decodes them as they are. Any diffusers scheduler trained on the same noise schedule swaps in
     (``DDIMScheduler.from_config(pipe.scheduler.config)``).
 
     Args:
-        vqvae: The frozen tokenizer whose latents the transformer diffuses.
+        vqvae: The frozen VQ tokenizer whose latents the transformer diffuses, or ``None`` with ``vae``.
         transformer: The denoiser; its config holds the concept space prompts are validated against.
         scheduler: A diffusers scheduler (e.g. ``DDPMScheduler``).
+        vae: The frozen KL tokenizer instead of ``vqvae`` (pass ``vqvae=None``); exactly one of the two is given.
     """
 
-    model_cpu_offload_seq = "transformer->vqvae"
+    model_cpu_offload_seq = "transformer->vqvae->vae"
+    _optional_components = ["vqvae", "vae"]
 
-    def __init__(self, vqvae: VQModel, transformer: TupleConditionedDiT, scheduler: SchedulerMixin) -> None:
+    def __init__(
+        self,
+        vqvae: VQModel | None,
+        transformer: TupleConditionedDiT,
+        scheduler: SchedulerMixin,
+        vae: AutoencoderKL | None = None,
+    ) -> None:
         super().__init__()
-        latent_channels = vqvae.config.vq_embed_dim or vqvae.config.latent_channels
+        if (vqvae is None) == (vae is None):
+            raise ValueError("give exactly one tokenizer: vqvae (a VQModel) or vae (an AutoencoderKL), "
+                             f"got {'both' if vae is not None else 'neither'}")
+        tokenizer = vqvae if vqvae is not None else vae
+        latent_channels = getattr(tokenizer.config, "vq_embed_dim", None) or tokenizer.config.latent_channels
         if latent_channels != transformer.config.latent_channels:
             raise ValueError(f"the tokenizer's latents have {latent_channels} channels but the transformer expects "
                              f"{transformer.config.latent_channels}")
         check_unclipped_scheduler(scheduler)
-        self.register_modules(vqvae=vqvae, transformer=transformer, scheduler=scheduler)
+        self.register_modules(vqvae=vqvae, transformer=transformer, scheduler=scheduler, vae=vae)
         self.image_processor = VaeImageProcessor(do_resize=False)
 
     @torch.no_grad()
     def decode_latents(self, latents: torch.Tensor, quantize: bool = True, output_type: str = "pt"):
         """Standardized latents ``(B, C, g, g)`` (what the transformer diffuses) -> images: de-standardized, snapped
-        to the codebook (``quantize=True``) and decoded, as the tokenizer decodes its own latents."""
+        to the codebook (``quantize=True``, a VQ tokenizer only; a KL tokenizer has no codebook and ignores it) and
+        decoded, as the tokenizer decodes its own latents."""
+        if self.vae is not None:
+            latents = self.transformer.denormalize_latents(latents).to(self.vae.dtype)
+            return self.image_processor.postprocess(self.vae.decode(latents).sample.float(), output_type=output_type)
         latents = self.transformer.denormalize_latents(latents).to(self.vqvae.dtype)
         if quantize:
             latents, _, _ = self.vqvae.quantize(latents)
@@ -88,7 +106,8 @@ class TupleConditionedDiTPipeline(DiffusionPipeline):
             return_dict: Return an :class:`ImagePipelineOutput` rather than a tuple.
             concept_values: ``full``-conditioning transformers only: continuous values ``(num_prompts, D)`` or
                 ``(num_prompts * num_images_per_prompt, D)``; ``None`` uses the canonical class values.
-            quantize: Snap the generated latents to the codebook before decoding (the decoder's training input).
+            quantize: Snap the generated latents to the codebook before decoding (the decoder's training input); a
+                VQ tokenizer only, ignored with a KL tokenizer (``vae``), which decodes continuous latents.
         """
         check_sampling_options(output_type, num_inference_steps)
         check_unclipped_scheduler(self.scheduler)  # also a scheduler swapped in after construction

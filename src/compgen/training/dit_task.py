@@ -1,8 +1,9 @@
 """Training task for the diffusion transformer over tokenizer latents (Paper B's continuous counterpart of MaskGIT).
 
 The objective is the DDPM loss of :class:`~compgen.training.ddpm_task.DDPMTask`, applied to the standardized latents
-of a frozen tokenizer instead of pixels. The latents of every training image are computed once (the tokenizer never
-changes), as MaskGIT's token indices are.
+of a frozen tokenizer instead of pixels: a VQ tokenizer's latents before quantization, or a KL tokenizer's posterior
+means (Paper B reports similar compositional generalization with both). The latents of every training image are
+computed once (the tokenizer never changes), as MaskGIT's token indices are.
 """
 
 from __future__ import annotations
@@ -11,19 +12,28 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from diffusers import DDPMScheduler, VQModel
+from diffusers import AutoencoderKL, DDPMScheduler, VQModel
 
 from ..eval_mode import eval_mode
 from ..images import uint8_to_signed
+from ..models.kl_tokenizer import encode_kl_latents
 from ..models.tuple_dit import TupleConditionedDiT
 from .ddpm_task import DDPMTask
 
 
 @torch.no_grad()
-def precompute_latents(vqvae: VQModel, images: torch.Tensor, batch_size: int = 512) -> torch.Tensor:
-    """The tokenizer's continuous latents ``(N, C, g, g)`` (before quantization) of uint8 images ``(N, H, W, 3)``."""
-    with eval_mode(vqvae):
-        chunks = [vqvae.encode(uint8_to_signed(images[start : start + batch_size]).to(vqvae.device)).latents
+def precompute_latents(tokenizer: VQModel | AutoencoderKL, images: torch.Tensor, batch_size: int = 512
+                       ) -> torch.Tensor:
+    """The tokenizer's continuous latents ``(N, C, g, g)`` of uint8 images ``(N, H, W, 3)``: a ``VQModel``'s before
+    quantization, an ``AutoencoderKL``'s posterior means (deterministic)."""
+
+    def encode(signed: torch.Tensor) -> torch.Tensor:
+        if isinstance(tokenizer, AutoencoderKL):
+            return encode_kl_latents(tokenizer, signed)
+        return tokenizer.encode(signed.to(tokenizer.device)).latents
+
+    with eval_mode(tokenizer):
+        chunks = [encode(uint8_to_signed(images[start : start + batch_size]))
                   for start in range(0, len(images), batch_size)]
     return torch.cat(chunks).float()
 
@@ -36,11 +46,12 @@ def latent_statistics(latents: torch.Tensor) -> tuple[list[float], list[float]]:
 
 
 class DiTTask(DDPMTask):
-    """DDPM on the tokenizer's standardized latents; samples decode through the tokenizer (codebook-snapped).
+    """DDPM on the tokenizer's standardized latents; samples decode through the tokenizer (codebook-snapped for a VQ
+    tokenizer, through the KL decoder as they are for a KL one).
 
     Args:
         transformer: The DiT (its config holds the latent statistics).
-        vqvae: The frozen tokenizer.
+        tokenizer: The frozen tokenizer, a ``VQModel`` or an ``AutoencoderKL``.
         scheduler: The noise schedule and prediction type.
         train_latents: ``(N, C, g, g)`` latents of the training images (row ``i`` for ``batch["index"] == i``).
         tokenizer_report: The tokenizer's reconstruction report, for the model card's reconstruction table.
@@ -49,7 +60,7 @@ class DiTTask(DDPMTask):
     def __init__(
         self,
         transformer: TupleConditionedDiT,
-        vqvae: VQModel,
+        tokenizer: VQModel | AutoencoderKL,
         scheduler: DDPMScheduler,
         train_latents: torch.Tensor,
         eval_inference_steps: int = 20,
@@ -65,7 +76,7 @@ class DiTTask(DDPMTask):
         if train_latents.ndim != 4 or tuple(train_latents.shape[1:]) != expected:
             raise ValueError(f"train_latents must be (N, {', '.join(map(str, expected))}), "
                              f"got {tuple(train_latents.shape)}")
-        self.vqvae = vqvae.eval().requires_grad_(False)
+        self.tokenizer = tokenizer.eval().requires_grad_(False)
         self.train_latents = transformer.normalize_latents(train_latents.float())
         self.tokenizer_report = tokenizer_report
 
@@ -75,8 +86,14 @@ class DiTTask(DDPMTask):
     def pipeline(self, transformer, scheduler=None):
         from ..pipelines.tuple_dit import TupleConditionedDiTPipeline
 
-        return TupleConditionedDiTPipeline(vqvae=self.vqvae, transformer=transformer,
-                                           scheduler=scheduler or self.scheduler)
+        kl = isinstance(self.tokenizer, AutoencoderKL)
+        return TupleConditionedDiTPipeline(vqvae=None if kl else self.tokenizer, transformer=transformer,
+                                           scheduler=scheduler or self.scheduler, vae=self.tokenizer if kl else None)
+
+    @property
+    def tokenizer_kind(self) -> str:
+        """``"kl"`` for an ``AutoencoderKL`` tokenizer, ``"vq"`` for a ``VQModel``."""
+        return "kl" if isinstance(self.tokenizer, AutoencoderKL) else "vq"
 
     def save_pretrained(self, model, output_dir: Path) -> None:
         self.pipeline(model).save_pretrained(output_dir, safe_serialization=True)
@@ -85,15 +102,17 @@ class DiTTask(DDPMTask):
         from ..evaluation.tokenizer_report import reconstruction_markdown
 
         config = self.model.config
+        kl = self.tokenizer_kind == "kl"
         sections = []
         if self.tokenizer_report is not None:
             sections.append(("Tokenizer reconstruction accuracy", reconstruction_markdown(self.tokenizer_report)))
         return {
             "model_name": "TupleConditionedDiT (diffusion over tokenizer latents)",
             "pipeline_class": "TupleConditionedDiTPipeline",
-            "tags": ["dit", "latent-diffusion", "vq"],
+            "tags": ["dit", "latent-diffusion", self.tokenizer_kind],
             "hyperparameters": {
                 "objective": "DDPM over the tokenizer's continuous latents (Paper B's continuous counterpart)",
+                "tokenizer": "AutoencoderKL (posterior means)" if kl else "VQModel (latents before quantization)",
                 "hidden_size": config.hidden_size,
                 "num_layers": config.num_layers,
                 "num_heads": config.num_heads,
@@ -104,7 +123,8 @@ class DiTTask(DDPMTask):
                 "num_train_timesteps": self.scheduler.config.num_train_timesteps,
                 "beta_schedule": self.scheduler.config.beta_schedule,
                 "prediction_type": self.scheduler.config.prediction_type,
-                "eval_sampler": f"DDIM, {self.eval_inference_steps} steps, codebook-snapped decoding",
+                "eval_sampler": f"DDIM, {self.eval_inference_steps} steps, "
+                                + ("KL decoding" if kl else "codebook-snapped decoding"),
             },
             "sections": sections,
         }

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from diffusers import VQModel
+from diffusers import AutoencoderKL, VQModel
 
 from ..atomic_io import atomic_write_text
 from ..cli import parse_widths
@@ -24,7 +24,9 @@ from ..data.concept_graph_builder import TOKENIZER_SPLIT
 from ..data.loading import ConceptImageData, split_tensors
 from ..evaluation.tokenizer_report import RECONSTRUCTION_REPORT_NAME
 from ..models.concept_embedding import check_concept_dropout
+from ..models.kl_tokenizer import build_kl_tokenizer
 from ..models.vq_tokenizer import build_vq_tokenizer
+from .kl_task import DEFAULT_KL_WEIGHT, KLTask
 from .script import TrainingRun
 from .vq_task import VQTask
 
@@ -32,10 +34,10 @@ logger = logging.getLogger(__name__)
 
 VQ_PRESETS: dict[str, dict[str, Any]] = {
     "paper": dict(vq_block_out_channels="64,128,128", vq_embed_dim=128, vq_steps=5000, vq_learning_rate=1e-3),
-    # About 2 minutes single-threaded. Local training crops, no mid-block attention and dead-code restarts lift the
-    # held-out classes' reconstruction probe accuracy on H32-train1 from ~0 to >= 0.97, except 111 (see the README).
+    # Whole images with --tokenizer_data all-classes (the default), 16 px crops with training-classes
+    # (CROP_SIZE_FOR_DATA); no mid-block attention and dead-code restarts either way.
     "cpu-quick": dict(vq_block_out_channels="16,32,32", vq_embed_dim=16, vq_steps=2500, vq_learning_rate=2e-3,
-                      vq_crop_size=16, mixed_precision="auto"),
+                      mixed_precision="auto"),
 }
 """Tokenizer options per preset, shared by ``train_vq_tokenizer.py`` and ``train_maskgit_jepa.py``."""
 
@@ -50,8 +52,9 @@ def add_vq_tokenizer_arguments(parser: argparse.ArgumentParser) -> None:
                        help="self-attention in the encoder/decoder mid blocks (global context; off by default)")
     group.add_argument("--vq_commitment_cost", type=float, default=0.25)
     group.add_argument("--vq_restart_every", type=int, default=25, help="steps between dead-code restarts; 0: off")
-    group.add_argument("--vq_crop_size", type=int, default=16,
-                       help="train on random crops of this size (a multiple of the downsampling; 0: whole images)")
+    group.add_argument("--vq_crop_size", type=int, default=None,
+                       help="train on random crops of this size (a multiple of the downsampling; 0: whole images); "
+                            "default: 0 with --tokenizer_data all-classes, 16 with training-classes")
     group.add_argument("--tokenizer_data", default="all-classes", choices=list(TOKENIZER_DATA),
                        help="the images the tokenizer trains on: " + "; ".join(
                            f"{name}: {text}" for name, text in TOKENIZER_DATA.items()))
@@ -65,6 +68,19 @@ TOKENIZER_DATA: dict[str, str] = {
 its tokenizers saw. ``all-classes`` (the default) lets the generator alone decide whether a held-out combination comes
 out; ``training-classes`` shows how a tokenizer can cap compositional generalization: on H32-train1 the cpu-quick
 tokenizer trained on it reconstructs 011 and 111 at 0.0 (``results/dit-diagnosis/NOTES.md``)."""
+
+
+CROP_SIZE_FOR_DATA = {"all-classes": 0, "training-classes": 16}
+"""``--vq_crop_size``'s default per ``--tokenizer_data``. Crops keep a training-classes tokenizer's codes local, which
+lifts its held-out classes from about 0 (``VQTask``); a tokenizer that sees every class needs no such help, and whole
+images reconstruct every class of H32-train1 at 1.00 by both scorers where 16 px crops left 011 and 111 at 0.84-0.90
+(cpu-quick widths, 2500 steps; ``results/paper-b-tokenizers/``)."""
+
+
+def resolve_crop_size(args: argparse.Namespace) -> None:
+    """Fill ``--vq_crop_size`` from ``--tokenizer_data`` when it was not given (:data:`CROP_SIZE_FOR_DATA`)."""
+    if args.vq_crop_size is None:
+        args.vq_crop_size = CROP_SIZE_FOR_DATA[args.tokenizer_data]
 
 
 def tokenizer_training_data(args: argparse.Namespace, run: TrainingRun) -> ConceptImageData:
@@ -85,11 +101,14 @@ def tokenizer_options(args: argparse.Namespace, steps: int, learning_rate: float
     names = ("vq_block_out_channels", "codebook_size", "vq_embed_dim", "vq_mid_attention", "vq_commitment_cost",
              "vq_restart_every", "vq_crop_size", "tokenizer_data", "seed", "dataset", "dataset_config",
              "train_batch_size")
-    return {name: getattr(args, name, None) for name in names} | {"steps": steps, "learning_rate": learning_rate}
+    options = {name: getattr(args, name, None) for name in names} | {"steps": steps, "learning_rate": learning_rate}
+    return kl_tokenizer_options(args, options) if getattr(args, "tokenizer", "vq") == "kl" else options
 
 
 def check_vq_tokenizer_arguments(args: argparse.Namespace) -> None:
-    """Raise ``ValueError`` for tokenizer flags that cannot build a tokenizer (before any work is done)."""
+    """Raise ``ValueError`` for tokenizer flags that cannot build a tokenizer (before any work is done); fills in
+    ``--vq_crop_size``'s default."""
+    resolve_crop_size(args)
     widths = parse_widths(args.vq_block_out_channels, "vq_block_out_channels")
     if len(widths) < 2 or any(w < 1 for w in widths):
         raise ValueError(f"--vq_block_out_channels needs two or more positive widths, got {args.vq_block_out_channels}")
@@ -169,28 +188,31 @@ def report_for_run(vqvae: VQModel, run: TrainingRun, output_dir: str | Path, tok
     report = reconstruction_report(vqvae, run.graph, run.probes, run.eval_data.images, run.eval_data.concepts,
                                    output_path=Path(output_dir) / RECONSTRUCTION_REPORT_NAME,
                                    tokenizer_data=tokenizer_data)
-    logger.info("VQ reconstruction accuracy: %s", reconstruction_summary(report))
+    logger.info("tokenizer reconstruction accuracy: %s", reconstruction_summary(report))
     return report
 
 
 TOKENIZER_DIR = "tokenizer"
 """Where a token-space generator's script trains its tokenizer (a run of its own, with checkpoints and card); the
-exported pipeline holds its copy in ``vqvae/``."""
+exported pipeline holds its copy in ``vqvae/`` (a KL tokenizer's in ``vae/``)."""
 
 
-def add_tokenizer_first_arguments(parser: argparse.ArgumentParser) -> None:
+def add_tokenizer_first_arguments(parser: argparse.ArgumentParser, allow_kl: bool = False) -> None:
     """The flags of a script that trains a tokenizer first (MaskGIT, DiT): the tokenizer's own, and where it comes
-    from."""
+    from; ``allow_kl`` (the DiT) adds ``--tokenizer kl`` and the KL tokenizer's flags."""
     add_vq_tokenizer_arguments(parser)
+    add_tokenizer_kind_arguments(parser, allow_kl)
     group = parser.add_argument_group("VQ tokenizer training (when no --vqvae_path)")
     group.add_argument("--vqvae_path", default=None, help="a trained VQModel directory; default: train one first")
     group.add_argument("--vq_steps", type=int, default=2000)
     group.add_argument("--vq_learning_rate", type=float, default=1e-3)
 
 
-def check_tokenizer_first_arguments(args: argparse.Namespace) -> None:
-    """The tokenizer flags, and a tokenizer a previous run left in ``OUTPUT/tokenizer`` (it must match them)."""
+def check_tokenizer_first_arguments(args: argparse.Namespace, allow_kl: bool = False) -> None:
+    """The tokenizer flags, and a tokenizer a previous run left in ``OUTPUT/tokenizer`` (it must match them);
+    ``--tokenizer kl`` (or a KL ``--vqvae_path``) is refused unless ``allow_kl``."""
     check_vq_tokenizer_arguments(args)
+    check_tokenizer_kind(args, allow_kl)
     if args.vq_steps < 1:
         raise ValueError(f"--vq_steps must be at least 1, got {args.vq_steps}")
     if args.vqvae_path is None:
@@ -233,7 +255,7 @@ def check_transformer_arguments(args: argparse.Namespace) -> None:
 
 
 def load_or_train_tokenizer(args: argparse.Namespace, run: TrainingRun, output_dir: Path
-                            ) -> tuple[VQModel, dict[str, Any] | None]:
+                            ) -> tuple[VQModel | AutoencoderKL, dict[str, Any] | None]:
     """``--vqvae_path`` if given; else ``OUTPUT/tokenizer`` if a previous run trained it with these tokenizer options;
     else train it now on the training split through the shared loop (resuming its checkpoints with
     ``--resume_from_checkpoint``). Returns the tokenizer (on the CPU, frozen) and its reconstruction report (written
@@ -244,14 +266,14 @@ def load_or_train_tokenizer(args: argparse.Namespace, run: TrainingRun, output_d
     if path is None and reusable_tokenizer(vq_dir, options, overwrite=run.config.overwrite_output_dir):
         path = vq_dir
     if path is None:
-        vqvae, _ = train_vq_tokenizer(
+        vqvae, _ = (train_kl_tokenizer if getattr(args, "tokenizer", "vq") == "kl" else train_vq_tokenizer)(
             args, run, vq_dir, max_train_steps=args.vq_steps, learning_rate=args.vq_learning_rate,
             lr_scheduler="cosine", lr_warmup_steps=0, use_ema=False, push_to_hub=False,
             checkpointing_steps=max(args.vq_steps, 1), eval_steps=max(args.vq_steps, 1), report=False,
         )
         return vqvae, report_for_run(vqvae, run, output_dir, args.tokenizer_data)
     logger.info("using the tokenizer in %s", path)
-    vqvae = VQModel.from_pretrained(path).eval()
+    vqvae = load_tokenizer(path)
     trained_on = _read_json(path, TOKENIZER_OPTIONS_NAME)
     tokenizer_data = trained_on.get("tokenizer_data", "not recorded")
     logger.info("the tokenizer's training data: %s", tokenizer_data)
@@ -269,3 +291,94 @@ def _read_json(directory: str | Path, name: str) -> dict[str, Any]:
     """The JSON file ``name`` in ``directory`` (empty if it is missing)."""
     path = Path(directory) / name
     return json.loads(path.read_text()) if path.is_file() else {}
+
+
+# --- the KL tokenizer (Paper B's continuous tokenizer, for the DiT) ---------------------------------------------
+
+
+TOKENIZER_CLASSES: dict[str, type[VQModel] | type[AutoencoderKL]] = {"vq": VQModel, "kl": AutoencoderKL}
+"""``--tokenizer`` kinds and the diffusers class of each (the ``_class_name`` of its ``config.json``)."""
+
+
+def add_tokenizer_kind_arguments(parser: argparse.ArgumentParser, allow_kl: bool) -> None:
+    """``--tokenizer vq|kl`` and, with ``allow_kl``, the KL tokenizer's own flags. The KL tokenizer shares the
+    architecture and training flags of the VQ one (``--vq_block_out_channels``, ``--vq_mid_attention``,
+    ``--vq_crop_size``, ``--vq_steps``, ``--vq_learning_rate``: the "tokenizer" flags serve both kinds)."""
+    group = parser.add_argument_group(
+        "tokenizer kind", "--tokenizer kl (a diffusers AutoencoderKL, Paper B's continuous tokenizer) reuses "
+        "--vq_block_out_channels, --vq_mid_attention, --vq_crop_size, --vq_steps and --vq_learning_rate; "
+        "--codebook_size, --vq_commitment_cost and --vq_restart_every are VQ only" if allow_kl else None)
+    group.add_argument("--tokenizer", default="vq", choices=sorted(TOKENIZER_CLASSES),
+                       help="vq: VQModel (codebook); kl: AutoencoderKL (posterior means)" if allow_kl
+                       else "vq only here (this model predicts codebook indices)")
+    if allow_kl:
+        group.add_argument("--kl_latent_channels", type=int, default=None,
+                           help="latent channels of the KL tokenizer; default: --vq_embed_dim (the same DiT shape)")
+        group.add_argument("--kl_weight", type=float, default=DEFAULT_KL_WEIGHT,
+                           help="weight of the per-element KL term against the per-pixel MSE (see KLTask)")
+
+
+def kl_latent_channels(args: argparse.Namespace) -> int:
+    """``--kl_latent_channels``, or ``--vq_embed_dim`` when it is not given."""
+    return args.kl_latent_channels if args.kl_latent_channels is not None else args.vq_embed_dim
+
+
+def kl_tokenizer_options(args: argparse.Namespace, options: dict[str, Any]) -> dict[str, Any]:
+    """The options of a KL tokenizer: the VQ ones it shares (the VQ-only ones dropped), its kind and KL flags."""
+    vq_only = ("codebook_size", "vq_embed_dim", "vq_commitment_cost", "vq_restart_every")
+    return {k: v for k, v in options.items() if k not in vq_only} | {
+        "tokenizer": "kl", "kl_latent_channels": kl_latent_channels(args), "kl_weight": args.kl_weight}
+
+
+def tokenizer_kind(path: str | Path) -> str:
+    """``"vq"`` or ``"kl"``: the tokenizer class a saved tokenizer's ``config.json`` names (``_class_name``)."""
+    class_name = VQModel.load_config(path).get("_class_name")
+    for kind, cls in TOKENIZER_CLASSES.items():
+        if class_name == cls.__name__:
+            return kind
+    raise ValueError(f"{path} holds a {class_name}, not a tokenizer (VQModel or AutoencoderKL)")
+
+
+def load_tokenizer(path: str | Path) -> VQModel | AutoencoderKL:
+    """The saved tokenizer at ``path`` as its own class (in eval mode), from its ``config.json``."""
+    return TOKENIZER_CLASSES[tokenizer_kind(path)].from_pretrained(path).eval()
+
+
+def check_tokenizer_kind(args: argparse.Namespace, allow_kl: bool) -> None:
+    """Refuse ``--tokenizer kl`` where it is not allowed, bad KL flags, and a ``--vqvae_path`` of the other kind."""
+    kind = getattr(args, "tokenizer", "vq")
+    if kind == "kl" and not allow_kl:
+        raise ValueError("--tokenizer kl: this model predicts codebook indices, which a KL tokenizer does not have; "
+                         "use --tokenizer vq (examples/train_dit.py takes --tokenizer kl)")
+    if kind == "kl" and (kl_latent_channels(args) < 1 or args.kl_weight < 0):
+        raise ValueError(f"--kl_latent_channels must be at least 1 and --kl_weight non-negative, got "
+                         f"{kl_latent_channels(args)} and {args.kl_weight}")
+    if args.vqvae_path is not None and Path(args.vqvae_path, "config.json").is_file():
+        found = tokenizer_kind(args.vqvae_path)
+        if found != kind:
+            raise ValueError(f"--vqvae_path {args.vqvae_path} holds a {TOKENIZER_CLASSES[found].__name__} but "
+                             f"--tokenizer is {kind}; pass --tokenizer {found}"
+                             + ("" if allow_kl or found == "vq" else " (not available to this model)"))
+
+
+def train_kl_tokenizer(
+    args: argparse.Namespace, run: TrainingRun, output_dir: str | Path, report: bool = True, **config_overrides: Any
+) -> tuple[AutoencoderKL, dict[str, Any] | None]:
+    """:func:`train_vq_tokenizer` for the KL tokenizer: build it from the flags (weights seeded by ``--seed``),
+    train it with :class:`~compgen.training.kl_task.KLTask` into ``output_dir``, reload it and report."""
+    output_dir = Path(output_dir)
+    torch.manual_seed(args.seed)
+    vae = build_kl_tokenizer(
+        sample_size=run.train_data.image_size,
+        block_out_channels=parse_widths(args.vq_block_out_channels, "vq_block_out_channels"),
+        latent_channels=kl_latent_channels(args),
+        mid_block_add_attention=args.vq_mid_attention,
+    )
+    steps = config_overrides.get("max_train_steps", run.config.max_train_steps)
+    learning_rate = config_overrides.get("learning_rate", run.config.learning_rate)
+    task = KLTask(vae, kl_weight=args.kl_weight, crop_size=args.vq_crop_size,
+                  options=tokenizer_options(args, steps, learning_rate))
+    run.train(task, probes=False, train_data=tokenizer_training_data(args, run), output_dir=str(output_dir),
+              **config_overrides)
+    trained = AutoencoderKL.from_pretrained(output_dir).eval()
+    return trained, report_for_run(trained, run, output_dir, args.tokenizer_data) if report else None
