@@ -16,11 +16,11 @@ $(PY):
 setup: $(PY)
 
 # The main job on a small CPU default: export the default dataset with a contact sheet, then train the flagship
-# MaskGIT + JEPA model (tokenizer first) with its cpu-quick preset into $(OUT)/maskgit-jepa (21 min 18 s from a fresh clone, setup included, on one core of the 2-core CPU used before 2026-11-26).
+# MaskGIT + JEPA model (an all-classes tokenizer first) with its quickstart preset into $(OUT)/maskgit-jepa.
 quickstart: setup
 	$(PY) -m compgen.quickstart --output-dir $(OUT)
 	OMP_NUM_THREADS=1 $(VENV)/bin/accelerate launch --cpu --num_processes 1 --num_cpu_threads_per_process 1 \
-		examples/train_maskgit_jepa.py --preset cpu-quick --output_dir $(OUT)/maskgit-jepa --resume_from_checkpoint latest
+		examples/train_maskgit_jepa.py --preset quickstart --output_dir $(OUT)/maskgit-jepa --resume_from_checkpoint latest
 
 # Tests run single-threaded: their models are tiny, and extra torch threads only add overhead and contention.
 test: setup
