@@ -1,11 +1,15 @@
-"""Train the VQ tokenizer (a diffusers ``VQModel``, downsampling 4, codebook 256) on the training split only.
+"""Train a tokenizer on its own: the VQ tokenizer (a diffusers ``VQModel``, downsampling 4, codebook 256) or, with
+``--tokenizer kl``, the continuous one (``AutoencoderKL``), on the images ``--tokenizer_data`` names (default
+``all-classes``: the dataset's tokenizer split, every class, labels unused; ``training-classes``: the training split).
 
     accelerate launch examples/train_vq_tokenizer.py --preset cpu-quick --output_dir outputs/vqvae
+    accelerate launch examples/train_vq_tokenizer.py --preset cpu-quick --tokenizer kl --output_dir outputs/kl
 
-writes the tokenizer (``VQModel.from_pretrained(output_dir)``) and ``vq_reconstruction.json``: per-class
-reconstruction MSE and probe accuracy of reconstructions of every class, held-out ones included (the tokenizer's
-reconstruction accuracy; not an upper bound for a generator, which decodes token grids it draws itself).
-Pass the directory to ``examples/train_maskgit_jepa.py --vqvae_path`` to share one tokenizer between runs.
+writes the tokenizer (``VQModel`` / ``AutoencoderKL.from_pretrained(output_dir)``) and ``vq_reconstruction.json``:
+per-class reconstruction MSE and accuracy by both scorers of reconstructions of every class, held-out ones included
+(the tokenizer's reconstruction accuracy; not an upper bound for a generator, which decodes token grids it draws
+itself). Pass the directory to ``--vqvae_path`` of ``examples/train_maskgit_jepa.py`` (VQ) or ``examples/train_dit.py``
+(either kind) to share one tokenizer between runs.
 """
 
 from __future__ import annotations
@@ -15,8 +19,11 @@ import argparse
 from compgen.training.script import prepare_run
 from compgen.training.tokenizer_first import (
     VQ_PRESETS,
+    add_tokenizer_kind_arguments,
     add_vq_tokenizer_arguments,
+    check_tokenizer_kind,
     check_vq_tokenizer_arguments,
+    train_kl_tokenizer,
     train_vq_tokenizer,
 )
 
@@ -32,9 +39,16 @@ PRESETS = {
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_vq_tokenizer_arguments(parser)
+    add_tokenizer_kind_arguments(parser, allow_kl=True)
     parser.set_defaults(use_ema=False, lr_scheduler="cosine")
-    args, config, run = prepare_run(parser, PRESETS, argv, validate=check_vq_tokenizer_arguments)
-    train_vq_tokenizer(args, run, config.output_dir)
+    args, config, run = prepare_run(parser, PRESETS, argv, validate=check_arguments)
+    (train_kl_tokenizer if args.tokenizer == "kl" else train_vq_tokenizer)(args, run, config.output_dir)
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """The tokenizer's flags, either kind, before any work."""
+    check_vq_tokenizer_arguments(args)
+    check_tokenizer_kind(args, allow_kl=True)
 
 
 if __name__ == "__main__":

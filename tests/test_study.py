@@ -144,3 +144,28 @@ def test_a_study_tokenizer_may_train_on_a_dataset_of_its_own(tmp_path):
     with pytest.raises(ValueError, match="tokenizer has unknown keys"):
         Study.from_dict({"name": "x", "seeds": [0], "steps": 1, "tokenizer": {"script": "s", "data": "d"},
                          "models": {"u": {"script": "examples/train_tuple_unet.py"}}})
+
+
+def test_named_tokenizers_each_train_once_and_serve_the_models_that_name_them(tmp_path):
+    """``tokenizers:`` holds several tokenizers (e.g. VQ and KL on every class, VQ on the training classes); a model's
+    ``tokens: <name>`` decodes through that one, each trained once per dataset into its own directory."""
+    study = Study.from_dict({
+        "name": "three-tokenizers", "seeds": [0, 1], "steps": 2, "datasets": ["okawa-h32-train1"],
+        "tokenizers": {"vq": {"script": "examples/train_vq_tokenizer.py"},
+                       "kl": {"script": "examples/train_vq_tokenizer.py", "flags": {"tokenizer": "kl"}},
+                       "vq-train": {"script": "examples/train_vq_tokenizer.py",
+                                    "flags": {"tokenizer_data": "training-classes"}}},
+        "models": {"maskgit": {"script": "examples/train_maskgit_jepa.py", "tokens": "vq"},
+                   "dit-kl": {"script": "examples/train_dit.py", "tokens": "kl", "flags": {"tokenizer": "kl"}},
+                   "dit-cap": {"script": "examples/train_dit.py", "tokens": "vq-train"}},
+    })
+    runs = {run.tokenizer: run for run in study.tokenizer_runs(tmp_path)}
+    assert sorted(runs) == ["kl", "vq", "vq-train"]
+    assert len({run.output_dir for run in runs.values()}) == 3
+    assert runs["kl"].command[runs["kl"].command.index("--tokenizer") + 1] == "kl"
+    assert "--tokenizer_data" in runs["vq-train"].command
+    assert runs["vq-train"].name == "tokenizer vq-train okawa-h32-train1"
+    for cell in study.cells(tmp_path):
+        tokenizer = {"maskgit": "vq", "dit-kl": "kl", "dit-cap": "vq-train"}[cell.model]
+        assert cell.command[cell.command.index("--vqvae_path") + 1] == str(runs[tokenizer].output_dir)
+        assert json.loads(cell.identity)["tokenizer"]["flags"] == study.tokenizers[tokenizer].get("flags", {})

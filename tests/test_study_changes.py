@@ -124,7 +124,8 @@ models:
     ({"seeds": [0, True]}, "seeds: entry True must be an integer"),
     ({"datasets": [TINY | {"imags_per_class": 4}]}, r"unknown dataset keys \['imags_per_class'\]"),
     ({"datasets": [TINY | {"images_per_class": "4"}]}, "images_per_class must be an integer, got '4'"),
-    ({"models": {"u": {"script": UNET, "tokens": "yes"}}}, "tokens must be true or false"),
+    ({"models": {"u": {"script": UNET, "tokens": "yes"}}}, "tokens 'yes' names no entry of tokenizers"),
+    ({"models": {"u": {"script": UNET, "tokens": 1}}}, "tokens must be true or false or a string"),
     ({"flags": {"block_out_channels": [8, 16]}}, "block_out_channels must be a string"),
 ])
 def test_study_values_are_checked_naming_the_key(changes, message):

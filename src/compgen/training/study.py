@@ -65,7 +65,7 @@ from .run_directory import claim_run_directory
 from .runner import RunResult, run_in_process
 from .study_checks import UniqueKeyLoader, check_definition, expect, expect_flags, expect_list, expect_unique
 from .study_launchers import Launcher, LocalLauncher
-from .study_records import check_unchanged, export_is_current, record_definition, record_run
+from .study_records import cell_finished, check_unchanged, export_is_current, record_definition, record_run
 from .study_summary import write_summary
 
 CONDITIONING_MODES: dict[str, tuple[str, bool]] = {
@@ -120,10 +120,12 @@ class TokenizerRun:
     command: tuple[str, ...]
     output_dir: Path
     identity: str
+    tokenizer: str = ""
+    """Its name in the study's ``tokenizers`` (``""``: the study's ``tokenizer``)."""
 
     @property
     def name(self) -> str:
-        return f"tokenizer {self.dataset}"
+        return f"tokenizer {self.tokenizer + ' ' if self.tokenizer else ''}{self.dataset}"
 
 
 @dataclass
@@ -139,12 +141,13 @@ class Study:
     dropout: float = 0.1
     flags: dict[str, Any] = field(default_factory=dict)
     tokenizer: dict[str, Any] | None = None
+    tokenizers: dict[str, dict[str, Any]] | None = None
     description: str = ""
     base_dir: Path = field(default_factory=Path, repr=False)
     """The directory relative paths in the study are resolved against (the study file's)."""
 
     KEYS: typing.ClassVar[tuple[str, ...]] = ("name", "models", "seeds", "steps", "datasets", "conditioning",
-                                              "dropout", "flags", "tokenizer", "description")
+                                              "dropout", "flags", "tokenizer", "tokenizers", "description")
 
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> Study:
@@ -204,29 +207,38 @@ class Study:
             expect(model.get("script"), str, f"{where}: script")
             if not self.path(model["script"]).is_file():
                 raise ValueError(f"{where}: no script at {self.path(model['script'])}")
-            expect(model.get("tokens", False), bool, f"{where}: tokens")
+            expect(model.get("tokens", False), (bool, str), f"{where}: tokens")
             reserved = STUDY_FLAGS | ({"vqvae_path": "its tokenizer"} if model.get("tokens") else {})
             expect_flags(model.get("flags", {}), f"{where}: flags", reserved)
             if "conditioning" in model:
                 expect_list(model["conditioning"], str, f"{where}: conditioning")
-            if model.get("tokens") and self.tokenizer is None:
+            if model.get("tokens") is True and self.tokenizer is None:
                 raise ValueError(f"{where} uses tokens but the study has no tokenizer")
+            if isinstance(model.get("tokens"), str) and model["tokens"] not in (self.tokenizers or {}):
+                raise ValueError(f"{where}: tokens {model['tokens']!r} names no entry of tokenizers "
+                                 f"{sorted(self.tokenizers or {})}")
         modes = list(self.conditioning) + [c for m in self.models.values() for c in m.get("conditioning", [])]
         bad = [c for c in modes if c not in CONDITIONING_MODES]
         if bad:
             raise ValueError(f"{source}: unknown conditioning modes {bad}; choose from {list(CONDITIONING_MODES)}")
-        if self.tokenizer is not None:
-            expect(self.tokenizer, dict, f"{source}: tokenizer")
-            extra = sorted(set(self.tokenizer) - {"script", "flags", "dataset"})
+        if self.tokenizers is not None:
+            expect(self.tokenizers, dict, f"{source}: tokenizers")
+            if not self.tokenizers or not all(isinstance(n, str) and n for n in self.tokenizers):
+                raise ValueError(f"{source}: tokenizers must map non-empty names to tokenizers")
+        for name, spec in self.tokenizer_specs().items():
+            where = f"{source}: tokenizer" + (f" {name!r}" if name else "")
+            expect(spec, dict, where)
+            extra = sorted(set(spec) - {"script", "flags", "dataset"})
             if extra:
-                raise ValueError(f"{source}: the tokenizer has unknown keys {extra}")
-            expect(self.tokenizer.get("script"), str, f"{source}: tokenizer: script")
-            if not self.path(self.tokenizer["script"]).is_file():
-                raise ValueError(f"{source}: tokenizer: no script at {self.path(self.tokenizer['script'])}")
-            expect_flags(self.tokenizer.get("flags", {}), f"{source}: tokenizer: flags",
-                          dict.fromkeys(TOKENIZER_FLAGS, "the study"))
+                raise ValueError(f"{where} has unknown keys {extra}" if name else
+                                 f"{source}: the tokenizer has unknown keys {extra}")
+            expect(spec.get("script"), str, f"{where}: script")
+            if not self.path(spec["script"]).is_file():
+                raise ValueError(f"{where}: no script at {self.path(spec['script'])}")
+            expect_flags(spec.get("flags", {}), f"{where}: flags", dict.fromkeys(TOKENIZER_FLAGS, "the study"))
         expect_list(self.datasets, (str, dict), f"{source}: datasets")
-        for entry in self.datasets + ([self.tokenizer["dataset"]] if "dataset" in (self.tokenizer or {}) else []):
+        tokenizer_datasets = [spec["dataset"] for spec in self.tokenizer_specs().values() if "dataset" in spec]
+        for entry in self.datasets + tokenizer_datasets:
             expect(entry, (str, dict), f"{source}: dataset {entry!r}")
             if isinstance(entry, dict):
                 check_definition(entry, f"{source}: dataset {entry.get('name')!r}")
@@ -242,18 +254,29 @@ class Study:
     def dataset_names(self) -> list[str]:
         return [entry if isinstance(entry, str) else entry["name"] for entry in self.datasets]
 
+    def tokenizer_specs(self) -> dict[str, dict[str, Any]]:
+        """The study's tokenizers by name: the entries of ``tokenizers``, and ``tokenizer`` under the name ``""``."""
+        return ({"": self.tokenizer} if self.tokenizer is not None else {}) | dict(self.tokenizers or {})
+
+    @staticmethod
+    def model_tokenizer(model: dict[str, Any]) -> str | None:
+        """The name of the tokenizer a model's cells decode through (``tokens: true``: ``""``), or ``None``."""
+        tokens = model.get("tokens", False)
+        return None if tokens is False else "" if tokens is True else tokens
+
     def _defined_datasets(self) -> list[dict[str, Any]]:
-        """The dataset configs the study defines (its datasets' and its tokenizer's)."""
-        entries = list(self.datasets) + [(self.tokenizer or {}).get("dataset")]
-        return [entry for entry in entries if isinstance(entry, dict)]
+        """The dataset configs the study defines (its datasets' and its tokenizers')."""
+        entries = list(self.datasets) + [spec.get("dataset") for spec in self.tokenizer_specs().values()]
+        unique = {json.dumps(entry, sort_keys=True): entry for entry in entries if isinstance(entry, dict)}
+        return list(unique.values())
 
     def _dataset_definition(self, name: str) -> str | dict[str, Any]:
         """What identifies a dataset of the study: its definition, or its name (a config, a directory, a Hub id)."""
         return next((entry for entry in self._defined_datasets() if entry["name"] == name), name)
 
-    def tokenizer_dataset(self, dataset: str) -> str:
-        """The dataset whose training split trains the tokenizer of ``dataset``'s cells."""
-        entry = (self.tokenizer or {}).get("dataset")
+    def tokenizer_dataset(self, dataset: str, tokenizer: str = "") -> str:
+        """The dataset whose images train the tokenizer ``tokenizer`` of ``dataset``'s cells."""
+        entry = self.tokenizer_specs()[tokenizer].get("dataset")
         if entry is None:
             return dataset
         return entry if isinstance(entry, str) else entry["name"]
@@ -278,24 +301,29 @@ class Study:
                                              cache_dir=str(output_dir / "data" / ".cache"))
                 record_definition(target, entry)
 
-    def tokenizer_dir(self, output_dir: Path, dataset: str) -> Path:
-        return output_dir / TOKENIZER_DIR / _slug(self.tokenizer_dataset(dataset))
+    def tokenizer_dir(self, output_dir: Path, dataset: str, tokenizer: str = "") -> Path:
+        """``tokenizer/<dataset>`` for the study's ``tokenizer``, ``tokenizer/<name>__<dataset>`` for a named one."""
+        prefix = f"{tokenizer}__" if tokenizer else ""
+        return output_dir / TOKENIZER_DIR / _slug(prefix + self.tokenizer_dataset(dataset, tokenizer))
 
-    def _tokenizer_identity(self, dataset: str) -> dict[str, Any]:
-        return {"script": self.tokenizer["script"], "flags": self.tokenizer.get("flags", {}),
-                "dataset": self._dataset_definition(self.tokenizer_dataset(dataset))}
+    def _tokenizer_identity(self, dataset: str, tokenizer: str = "") -> dict[str, Any]:
+        spec = self.tokenizer_specs()[tokenizer]
+        return {"script": spec["script"], "flags": spec.get("flags", {}),
+                "dataset": self._dataset_definition(self.tokenizer_dataset(dataset, tokenizer))}
 
     def tokenizer_runs(self, output_dir: Path) -> list[TokenizerRun]:
-        """One tokenizer run per tokenizer dataset (only if a model uses tokens)."""
-        if self.tokenizer is None or not any(m.get("tokens") for m in self.models.values()):
-            return []
+        """One run per tokenizer that a model uses and per dataset it trains on."""
+        used = dict.fromkeys(filter(lambda t: t is not None, map(self.model_tokenizer, self.models.values())))
         runs = []
-        for dataset in dict.fromkeys(self.tokenizer_dataset(dataset) for dataset in self.dataset_names):
-            directory = self.tokenizer_dir(output_dir, dataset)
-            command = (str(self.path(self.tokenizer["script"])), *flags_to_argv(
-                self.tokenizer.get("flags", {}) | self.dataset_flags(output_dir, dataset)
-                | {"output_dir": str(directory), "resume_from_checkpoint": "latest"}))
-            runs.append(TokenizerRun(dataset, command, directory, _json(self._tokenizer_identity(dataset))))
+        for tokenizer in used:
+            spec = self.tokenizer_specs()[tokenizer]
+            for dataset in dict.fromkeys(self.tokenizer_dataset(d, tokenizer) for d in self.dataset_names):
+                directory = self.tokenizer_dir(output_dir, dataset, tokenizer)
+                command = (str(self.path(spec["script"])), *flags_to_argv(
+                    spec.get("flags", {}) | self.dataset_flags(output_dir, dataset)
+                    | {"output_dir": str(directory), "resume_from_checkpoint": "latest"}))
+                identity = _json(self._tokenizer_identity(dataset, tokenizer))
+                runs.append(TokenizerRun(dataset, command, directory, identity, tokenizer))
         return runs
 
     def tokenizer_commands(self, output_dir: Path) -> list[tuple[str, ...]]:
@@ -318,9 +346,10 @@ class Study:
                                            "output_dir": str(directory), "resume_from_checkpoint": "latest"}
                         identity = {"script": model["script"], "flags": options,
                                     "dataset": self._dataset_definition(dataset), "tokenizer": None}
-                        if model.get("tokens"):
-                            flags["vqvae_path"] = str(self.tokenizer_dir(output_dir, dataset))
-                            identity["tokenizer"] = self._tokenizer_identity(dataset)
+                        tokenizer = self.model_tokenizer(model)
+                        if tokenizer is not None:
+                            flags["vqvae_path"] = str(self.tokenizer_dir(output_dir, dataset, tokenizer))
+                            identity["tokenizer"] = self._tokenizer_identity(dataset, tokenizer)
                         command = (str(self.path(model["script"])), *flags_to_argv(flags))
                         cells.append(Cell(model_name, mode, seed, dataset, command, directory, _json(identity)))
         return cells
@@ -343,19 +372,6 @@ def flags_to_argv(flags: dict[str, Any]) -> list[str]:
 
 def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in text)
-
-
-def cell_finished(cell: Cell, steps: int) -> bool:
-    """A cell is finished when its export is complete and its log reached the last step."""
-    from ..evaluation.tracker import read_log
-
-    log = cell.output_dir / "learning_dynamics.jsonl"
-    if not ((cell.output_dir / "model_index.json").is_file() or (cell.output_dir / "config.json").is_file()):
-        return False
-    if not log.is_file():
-        return True  # trained without evaluation
-    records = read_log(log)
-    return bool(records) and records[-1]["step"] >= steps
 
 
 def _run_cell(command: tuple[str, ...], threads: int | None) -> RunResult:

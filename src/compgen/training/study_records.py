@@ -107,3 +107,16 @@ def export_is_current(export_dir: Path, definition: dict[str, Any]) -> bool:
 def record_definition(export_dir: Path, definition: dict[str, Any]) -> None:
     """Record the definition of the dataset just exported to ``export_dir``."""
     atomic_write_text(definition_path(export_dir), json.dumps(definition, indent=2, sort_keys=True) + "\n")
+
+
+def cell_finished(cell: Any, steps: int) -> bool:
+    """A cell is finished when its export is complete and its log reached the last step."""
+    from ..evaluation.tracker import read_log
+
+    log = cell.output_dir / "learning_dynamics.jsonl"
+    if not ((cell.output_dir / "model_index.json").is_file() or (cell.output_dir / "config.json").is_file()):
+        return False
+    if not log.is_file():
+        return True  # trained without evaluation
+    records = read_log(log)
+    return bool(records) and records[-1]["step"] >= steps

@@ -47,7 +47,8 @@ def write_summary(study: Study, output_dir: Path, cells: Sequence[Cell], statuse
     if study.tokenizer is not None:
         used = sorted({study.tokenizer_dataset(d) for d in study.dataset_names})
         summary["tokenizer_datasets"] = used
-        lines += [f"Token models decode through a tokenizer trained on the training split of {', '.join(used)}.", ""]
+        lines += [f"Token models with `tokens: true` decode through a tokenizer trained on {', '.join(used)}.", ""]
+    lines += tokenizer_sections(study, output_dir, summary)
     for cell in failed:
         lines.append(f"- failed: `{cell['cell']}`: {cell.get('error')}")
     if failed:
@@ -72,3 +73,23 @@ def write_summary(study: Study, output_dir: Path, cells: Sequence[Cell], statuse
     atomic_write_text(output_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
     atomic_write_text(output_dir / "summary.md", "\n".join(lines) + "\n")
     return summary
+
+
+def tokenizer_sections(study: Study, output_dir: Path, summary: dict[str, Any]) -> list[str]:
+    """Each study tokenizer's reconstruction accuracy per class by both scorers (its ``vq_reconstruction.json``),
+    into ``summary["tokenizers"]`` and as Markdown: what its token models can draw at best from real tokens."""
+    from ..evaluation.tokenizer_report import RECONSTRUCTION_REPORT_NAME, reconstruction_markdown
+
+    lines = []
+    for run in study.tokenizer_runs(output_dir):
+        path = run.output_dir / RECONSTRUCTION_REPORT_NAME
+        if not path.is_file():
+            continue
+        report = json.loads(path.read_text())
+        summary.setdefault("tokenizers", {})[run.name] = {
+            "output_dir": str(run.output_dir), "tokenizer_data": report.get("tokenizer_data"),
+            "classes": {name: {"probes": entry["probe_accuracy_reconstructed"],
+                               "pixel scorer": entry.get("pixel_accuracy_reconstructed")}
+                        for name, entry in report["classes"].items()}}
+        lines += [f"## Reconstruction accuracy of {run.name}", "", reconstruction_markdown(report), ""]
+    return lines

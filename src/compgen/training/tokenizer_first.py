@@ -355,7 +355,7 @@ def check_tokenizer_kind(args: argparse.Namespace, allow_kl: bool) -> None:
     if kind == "kl" and (kl_latent_channels(args) < 1 or args.kl_weight < 0):
         raise ValueError(f"--kl_latent_channels must be at least 1 and --kl_weight non-negative, got "
                          f"{kl_latent_channels(args)} and {args.kl_weight}")
-    if args.vqvae_path is not None and Path(args.vqvae_path, "config.json").is_file():
+    if getattr(args, "vqvae_path", None) is not None and Path(args.vqvae_path, "config.json").is_file():
         found = tokenizer_kind(args.vqvae_path)
         if found != kind:
             raise ValueError(f"--vqvae_path {args.vqvae_path} holds a {TOKENIZER_CLASSES[found].__name__} but "
