@@ -2,6 +2,7 @@
 
     python examples/run_study.py --study studies/paper_b_h32.yaml --output_dir runs/paper_b_h32
     python examples/run_study.py --smoke --output_dir /tmp/smoke          # seconds: every model x conditioning mode
+    python examples/run_study.py --study studies/paper_b_grid.yaml --smoke --output_dir /tmp/grid-smoke  # its grid
 
 Cells already finished are skipped, unfinished ones resume from their last checkpoint, a failing cell is reported
 while the rest go on (the exit status is then 1, after the summary). A cell whose definition changed in the study file
@@ -32,6 +33,7 @@ from compgen.training.run_directory import RunDirectoryInUseError
 from compgen.training.study import Study, run_study
 from compgen.training.study_launchers import SUBMITIT_CLUSTERS, SubmititLauncher
 from compgen.training.study_records import StudyChangedError
+from compgen.training.study_smoke import smoke_study
 
 SMOKE_STUDY = Path(__file__).resolve().parents[1] / "studies" / "smoke.yaml"
 
@@ -39,7 +41,9 @@ SMOKE_STUDY = Path(__file__).resolve().parents[1] / "studies" / "smoke.yaml"
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--study", help="a study file (YAML)")
-    parser.add_argument("--smoke", action="store_true", help=f"run the seconds-scale grid of {SMOKE_STUDY.name}")
+    parser.add_argument("--smoke", action="store_true",
+                        help=f"seconds scale: with --study, that study's grid on tiny data and models (2 steps, its "
+                             f"first seed); alone, the grid of {SMOKE_STUDY.name}")
     parser.add_argument("--output_dir", required=True, help="the study's directory (cells, tokenizers, summary)")
     parser.add_argument("--parallel", type=int, default=None,
                         help="cells at once (default: 1 with a GPU, else the CPU cores, one thread each)")
@@ -55,11 +59,13 @@ def main(argv: list[str] | None = None) -> dict:
     cluster.add_argument("--array_parallelism", type=int, default=16, help="jobs of the array running at once")
     cluster.add_argument("--submitit_dir", default=None, help="job logs (default: OUTPUT_DIR/submitit)")
     args = parser.parse_args(argv)
-    if bool(args.study) == args.smoke:
-        parser.error("give exactly one of --study FILE or --smoke")
-    path = SMOKE_STUDY if args.smoke else Path(args.study)
+    if not (args.study or args.smoke):
+        parser.error("give --study FILE, --smoke, or both")
     try:
-        study = Study.from_file(path)
+        study = Study.from_file(Path(args.study) if args.study else SMOKE_STUDY)
+        if args.smoke and args.study:
+            study = smoke_study(study)
+            study.validate(f"{args.study} (--smoke)")
     except (OSError, ValueError) as error:
         parser.error(str(error))
     parallel = args.parallel

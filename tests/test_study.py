@@ -169,3 +169,46 @@ def test_named_tokenizers_each_train_once_and_serve_the_models_that_name_them(tm
         tokenizer = {"maskgit": "vq", "dit-kl": "kl", "dit-cap": "vq-train"}[cell.model]
         assert cell.command[cell.command.index("--vqvae_path") + 1] == str(runs[tokenizer].output_dir)
         assert json.loads(cell.identity)["tokenizer"]["flags"] == study.tokenizers[tokenizer].get("flags", {})
+
+
+def test_the_paper_b_grid_has_a_smoke_version_of_the_same_arms():
+    """``run_study.py --study studies/paper_b_grid.yaml --smoke``: the grid's arms and tokenizers, tiny, one seed."""
+    from compgen.training.study_smoke import smoke_study
+
+    grid = Study.from_file(REPO_ROOT / "studies" / "paper_b_grid.yaml")
+    smoke = smoke_study(grid)
+    smoke.validate("smoke")
+    assert grid.seeds == [0, 1, 2] and smoke.seeds == [0] and smoke.steps == 2
+    assert [c.arm.split(" on ")[0] for c in smoke.cells(Path("x"))] == [c.arm.split(" on ")[0]
+                                                                         for c in grid.cells(Path("x"))][::3]
+    assert sorted(run.tokenizer for run in smoke.tokenizer_runs(Path("x"))) == ["kl", "vq", "vq-training-classes"]
+    assert smoke.datasets == [{"split_preset": "H32-train1", "images_per_class": 16, "test_images_per_class": 2,
+                               "tokenizer_images_per_class": 16, "name": "smoke-okawa-h32-train1"}]
+
+
+def test_a_two_cell_study_with_two_tokenizers_runs_end_to_end(tmp_path):
+    """The DiT over a KL tokenizer of every class and MaskGIT over a training-classes VQ tokenizer: each cell decodes
+    through its own tokenizer, and the summary reports both tokenizers per class by both scorers with their data."""
+    from compgen.training.study_smoke import smoke_study
+
+    study = smoke_study(Study.from_dict({
+        "name": "two", "seeds": [0], "steps": 2, "datasets": ["okawa-h32-train1"],
+        "tokenizers": {"kl": {"script": "../examples/train_vq_tokenizer.py", "flags": {"tokenizer": "kl"}},
+                       "vq-train": {"script": "../examples/train_vq_tokenizer.py",
+                                    "flags": {"tokenizer_data": "training-classes"}}},
+        "models": {"dit-kl": {"script": "../examples/train_dit.py", "tokens": "kl", "flags": {"tokenizer": "kl"}},
+                   "maskgit-cap": {"script": "../examples/train_maskgit_jepa.py", "tokens": "vq-train",
+                                   "flags": {"jepa_weight": 0}}},
+    }, base_dir=REPO_ROOT / "studies"))
+    reset_accelerate_state()
+    summary = run_study(study, tmp_path / "study", progress=False)
+    assert [c["status"] for c in summary["cells"]] == ["ok", "ok"]
+    tokenizers = summary["tokenizers"]
+    assert {name: entry["tokenizer_data"] for name, entry in tokenizers.items()} == {
+        "tokenizer kl smoke-okawa-h32-train1": "all-classes",
+        "tokenizer vq-train smoke-okawa-h32-train1": "training-classes"}
+    assert all(set(entry["classes"]["111"]) == {"probes", "pixel scorer"} for entry in tokenizers.values())
+    dit, maskgit = (Path(c["output_dir"]) for c in summary["cells"])
+    assert json.loads((dit / "model_index.json").read_text())["vae"][1] == "AutoencoderKL"
+    assert "Trained on: training-classes" in (maskgit / "README.md").read_text()
+    assert "## Reconstruction accuracy of tokenizer kl" in (tmp_path / "study" / "summary.md").read_text()
