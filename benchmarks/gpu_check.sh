@@ -66,7 +66,7 @@ speed_jobs() {  # 2. Speed: each job under its own limit, 300 s in all
 
 if [[ $JOBS == paper-b ]]; then
     # Paper B's grid (issue: "Paper B answered on the CPU"); interrupted at its limit, the runner writes the summary.
-    run paper-b-grid $(( $(left) - 20 )) python examples/run_study.py --study studies/paper_b_grid.yaml \
+    run paper-b-grid $(( $(left) - 20 )) python examples/run_study.py --study "${GRID_STUDY:-studies/paper_b_grid.yaml}" \
         --output_dir /tmp/paper-b-grid --parallel 3 --threads_per_worker 4
     tar -czf "$OUT/paper-b-grid.tar.gz" -C /tmp --exclude checkpoints --exclude '*.safetensors' paper-b-grid
     echo "total wall_s=$(( $(date +%s) - START ))" | tee -a "$OUT/jobs.txt"

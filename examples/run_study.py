@@ -25,6 +25,7 @@ the same skipping, resuming and summary; a failed job is reported with its log::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -45,6 +46,9 @@ def main(argv: list[str] | None = None) -> dict:
                         help=f"seconds scale: with --study, that study's grid on tiny data and models (2 steps, its "
                              f"first seed); alone, the grid of {SMOKE_STUDY.name}")
     parser.add_argument("--output_dir", required=True, help="the study's directory (cells, tokenizers, summary)")
+    parser.add_argument("--models", nargs="+", default=None,
+                        help="run only these models of the study (a part of its grid; a later run without "
+                             "--models skips what finished and summarizes the whole grid)")
     parser.add_argument("--parallel", type=int, default=None,
                         help="cells at once (default: 1 with a GPU, else the CPU cores, one thread each)")
     parser.add_argument("--threads_per_worker", type=int, default=None)
@@ -66,6 +70,11 @@ def main(argv: list[str] | None = None) -> dict:
         if args.smoke and args.study:
             study = smoke_study(study)
             study.validate(f"{args.study} (--smoke)")
+        if args.models:
+            unknown = sorted(set(args.models) - set(study.models))
+            if unknown:
+                raise ValueError(f"--models {unknown}: not models of the study {sorted(study.models)}")
+            study = dataclasses.replace(study, models={k: v for k, v in study.models.items() if k in args.models})
     except (OSError, ValueError) as error:
         parser.error(str(error))
     parallel = args.parallel

@@ -141,10 +141,15 @@ def write_results(sources: Sequence[str | Path], output: str | Path, machine: st
     for source in map(Path, sources):
         if source.is_dir() and (source / "summary.json").is_file():
             study = json.loads((source / "summary.json").read_text())
-            summary.setdefault("studies", {})[study["study"]] = {"steps": study["steps"], "arms": study["arms"]}
+            # A study run in parts (e.g. on two machines) merges into one entry; the first part's overlays stay.
+            entry = summary.setdefault("studies", {}).setdefault(study["study"], {"steps": study["steps"], "arms": {}})
+            entry["arms"].update(study["arms"])
             if (source / "plots").is_dir():
+                (output / "figures").mkdir(parents=True, exist_ok=True)
                 for overlay in (source / "plots").glob("overlay_*.png"):
-                    shutil.copyfile(overlay, output / "figures" / f"{study['study']}_{overlay.name}")
+                    target = output / "figures" / f"{study['study']}_{overlay.name}"
+                    if not target.exists():
+                        shutil.copyfile(overlay, target)
     if arms:
         summary["arms"] = arm_statistics(arms, {**summary, "_dir": output})
     atomic_write_text(output / "summary.json", json.dumps(summary, indent=1) + "\n")
