@@ -6,12 +6,12 @@ MaskGIT) on a concept-graph split, evaluating as it trains.
     accelerate launch examples/train_dit.py --preset cpu-quick --tokenizer kl --output_dir outputs/dit-kl
 
 The tokenizer comes first exactly as for ``examples/train_maskgit_jepa.py`` (same flags, same presets, trained on the
-images ``--tokenizer_data`` names into ``OUTPUT/tokenizer``, or shared with ``--vqvae_path``), so MaskGIT and the DiT can diffuse or
-predict the very same tokens. ``--tokenizer kl`` trains a KL tokenizer (a diffusers ``AutoencoderKL``, Paper B's
-continuous tokenizer) instead, with the same architecture and training flags, and diffuses its posterior means
-(``--vqvae_path`` then takes an ``AutoencoderKL`` directory). The transformer is MaskGIT's backbone with the same
-concept tokens (``TupleConditionedDiT``); the objective is DDPM on the standardized latents (a VQ tokenizer's before
-quantization). ``OUTPUT`` then holds the pipeline (``TupleConditionedDiTPipeline.from_pretrained(OUTPUT)``),
+images ``--tokenizer_data`` names into ``OUTPUT/tokenizer``, or shared with ``--vqvae_path``), so MaskGIT and the DiT
+can diffuse or predict the very same tokens. ``--tokenizer kl`` trains a KL tokenizer (a diffusers ``AutoencoderKL``,
+Paper B's continuous tokenizer) instead, with the same architecture and training flags, and diffuses its posterior
+means (``--vqvae_path`` then takes an ``AutoencoderKL`` directory). The transformer is MaskGIT's backbone with the
+same concept tokens (``TupleConditionedDiT``); the objective is DDPM on the standardized latents (a VQ tokenizer's
+before quantization). ``OUTPUT`` then holds the pipeline (``TupleConditionedDiTPipeline.from_pretrained(OUTPUT)``),
 ``README.md`` (with the tokenizer's reconstruction accuracy) and ``learning_dynamics.jsonl``.
 """
 
@@ -67,29 +67,30 @@ def main(argv: list[str] | None = None) -> None:
     args, config, run = prepare_run(parser, PRESETS, argv, validate=check_arguments)
 
     tokenizer, report = load_or_train_tokenizer(args, run, Path(config.output_dir))
-    latents = precompute_latents(tokenizer, run.train_data.images)
-    mean, std = latent_statistics(latents)
+    with run.profile.phase("startup: model and task (latents, transformer)"):
+        latents = precompute_latents(tokenizer, run.train_data.images)
+        mean, std = latent_statistics(latents)
 
-    torch.manual_seed(config.seed)  # the initial weights are a function of --seed, so runs repeat exactly
-    transformer = TupleConditionedDiT(
-        concept_space=run.train_data.space.to_dict(),
-        latent_channels=latents.shape[1],
-        grid_size=token_grid_size(tokenizer),
-        hidden_size=args.hidden_size,
-        num_layers=args.num_layers,
-        num_heads=args.num_heads,
-        conditioning=args.conditioning,
-        continuous_concepts=run.continuous_concepts if args.conditioning == "full" else {},
-        concept_dropout=args.concept_dropout,
-        latent_mean=mean,
-        latent_std=std,
-        position_embedding_std=args.position_embedding_std,
-    )
-    # The U-Net's schedule, without clipping: standardized latents are not bounded by [-1, 1] (clipping them turned
-    # every sample into a blue smear).
-    scheduler = paper_ddpm_scheduler(args.num_train_timesteps, args.prediction_type, clip_sample=False)
-    task = DiTTask(transformer, tokenizer, scheduler, latents, eval_inference_steps=args.eval_inference_steps,
-                   tokenizer_report=report)
+        torch.manual_seed(config.seed)  # the initial weights are a function of --seed, so runs repeat exactly
+        transformer = TupleConditionedDiT(
+            concept_space=run.train_data.space.to_dict(),
+            latent_channels=latents.shape[1],
+            grid_size=token_grid_size(tokenizer),
+            hidden_size=args.hidden_size,
+            num_layers=args.num_layers,
+            num_heads=args.num_heads,
+            conditioning=args.conditioning,
+            continuous_concepts=run.continuous_concepts if args.conditioning == "full" else {},
+            concept_dropout=args.concept_dropout,
+            latent_mean=mean,
+            latent_std=std,
+            position_embedding_std=args.position_embedding_std,
+        )
+        # The U-Net's schedule, without clipping: standardized latents are not bounded by [-1, 1] (clipping them turned
+        # every sample into a blue smear).
+        scheduler = paper_ddpm_scheduler(args.num_train_timesteps, args.prediction_type, clip_sample=False)
+        task = DiTTask(transformer, tokenizer, scheduler, latents, eval_inference_steps=args.eval_inference_steps,
+                       tokenizer_report=report)
     run.train(task)
 
 

@@ -70,39 +70,40 @@ def main(argv: list[str] | None = None) -> None:
     output_dir = Path(config.output_dir)
 
     vqvae, report = load_or_train_tokenizer(args, run, output_dir)
-    train_tokens = precompute_tokens(vqvae, run.train_data.images)
+    with run.profile.phase("startup: model and task (tokens, transformer, JEPA target)"):
+        train_tokens = precompute_tokens(vqvae, run.train_data.images)
 
-    torch.manual_seed(config.seed)  # the initial weights are a function of --seed, so runs repeat exactly
-    transformer = MaskGITTransformer(
-        concept_space=run.train_data.space.to_dict(),
-        codebook_size=vqvae.config.num_vq_embeddings,
-        grid_size=token_grid_size(vqvae),
-        hidden_size=args.hidden_size,
-        num_layers=args.num_layers,
-        num_heads=args.num_heads,
-        conditioning=args.conditioning,
-        continuous_concepts=run.continuous_concepts if args.conditioning == "full" else {},
-        concept_dropout=args.concept_dropout,
-    )
-    scheduler = MaskGITScheduler(mask_token_id=transformer.mask_token_id, masking_schedule=args.masking_schedule)
-    task = MaskGITTask(
-        transformer,
-        vqvae,
-        scheduler,
-        train_tokens,
-        jepa_weight=args.jepa_weight,
-        jepa_layers=parse_jepa_layers(args.jepa_layers, args.num_layers) if args.jepa_weight > 0 else None,
-        jepa_momentum=args.jepa_momentum,
-        jepa_momentum_end=args.jepa_momentum_end,
-        jepa_momentum_schedule=args.jepa_momentum_schedule,
-        jepa_predictor_hidden_size=args.jepa_predictor_hidden_size,
-        total_steps=config.max_train_steps,
-        mask_type=args.mask_type,
-        label_smoothing=args.label_smoothing,
-        eval_inference_steps=args.eval_inference_steps,
-        eval_temperature=args.eval_temperature,
-        tokenizer_report=report,
-    )
+        torch.manual_seed(config.seed)  # the initial weights are a function of --seed, so runs repeat exactly
+        transformer = MaskGITTransformer(
+            concept_space=run.train_data.space.to_dict(),
+            codebook_size=vqvae.config.num_vq_embeddings,
+            grid_size=token_grid_size(vqvae),
+            hidden_size=args.hidden_size,
+            num_layers=args.num_layers,
+            num_heads=args.num_heads,
+            conditioning=args.conditioning,
+            continuous_concepts=run.continuous_concepts if args.conditioning == "full" else {},
+            concept_dropout=args.concept_dropout,
+        )
+        scheduler = MaskGITScheduler(mask_token_id=transformer.mask_token_id, masking_schedule=args.masking_schedule)
+        task = MaskGITTask(
+            transformer,
+            vqvae,
+            scheduler,
+            train_tokens,
+            jepa_weight=args.jepa_weight,
+            jepa_layers=parse_jepa_layers(args.jepa_layers, args.num_layers) if args.jepa_weight > 0 else None,
+            jepa_momentum=args.jepa_momentum,
+            jepa_momentum_end=args.jepa_momentum_end,
+            jepa_momentum_schedule=args.jepa_momentum_schedule,
+            jepa_predictor_hidden_size=args.jepa_predictor_hidden_size,
+            total_steps=config.max_train_steps,
+            mask_type=args.mask_type,
+            label_smoothing=args.label_smoothing,
+            eval_inference_steps=args.eval_inference_steps,
+            eval_temperature=args.eval_temperature,
+            tokenizer_report=report,
+        )
     run.train(task)
 
 

@@ -69,6 +69,13 @@ def test_end_to_end_writes_pipeline_card_report_and_target_encoder(trained_run):
     assert "## Tokenizer reconstruction accuracy" in card and "| 111 | 2 |" in card
     assert "| level | classes | final accuracy |" in card
 
+    # Where the time went, from the process's start: phases (the tokenizer's prefixed) plus the rest make the total.
+    profile = json.loads((out / "profile.json").read_text())
+    assert {"startup: dataset (build or load, decode)", "tokenizer: training steps", "training steps",
+            "evaluation: sampling", "evaluation: scoring and logging"} <= set(profile["phases"])
+    assert sum(profile["phases"].values()) + profile["other_s"] == pytest.approx(profile["total_s"], abs=0.01)
+    assert profile["other_s"] >= -0.01 and profile["total_s"] > 0
+
     target = MaskGITTransformer.from_pretrained(out / "jepa_target")
     assert target.config.num_layers == 2
     assert "heads.1.1.weight" in load_file(str(out / "jepa_target" / "predictor.safetensors"))

@@ -36,6 +36,7 @@ from ..data.loading import (
     training_data_from,
 )
 from .config import TrainingConfig, add_training_arguments, config_from_args, multi_cpu_launch
+from .profile import RunProfile
 from .run_directory import RunDirectory, RunDirectoryClaim, RunDirectoryInUseError
 from .task import TrainingTask, check_batch_fits
 from .trainer import Trainer
@@ -73,6 +74,8 @@ class TrainingRun:
     """The claim on ``config.output_dir`` taken before the data were built; given back once training there ends."""
     splits: Any = None
     """The loaded ``DatasetDict``, for the splits a script needs besides ``train`` and ``test`` (a tokenizer's)."""
+    profile: RunProfile = dataclasses.field(default_factory=RunProfile)
+    """Where the run's time goes, from the process's start: printed and written to ``profile.json`` at its end."""
 
     @property
     def continuous_concepts(self) -> dict[str, list[list[float]]]:
@@ -89,12 +92,18 @@ class TrainingRun:
         (e.g. another ``output_dir`` and step count for a tokenizer trained before the generator) replace fields of
         this run's :class:`TrainingConfig`."""
         config = dataclasses.replace(self.config, **config_overrides)
+        main = Path(config.output_dir) == Path(self.config.output_dir)  # not a tokenizer trained first
         trainer = Trainer(config, task, self.train_data if train_data is None else train_data, self.graph,
-                          self.probes if probes else None, self.dataset_name)
+                          self.probes if probes else None, self.dataset_name, profile=self.profile,
+                          phase_prefix="" if main else f"{Path(config.output_dir).name}: ")
         try:
-            return trainer.train()
+            records = trainer.train()
+            if main and PartialState().is_main_process:
+                report = self.profile.write(config.output_dir)
+                logger.info("%s", self.profile.table(report))
+            return records
         finally:
-            if self.claim is not None and Path(config.output_dir) == Path(self.config.output_dir):
+            if self.claim is not None and main:
                 self.claim.release()
 
 
@@ -154,6 +163,7 @@ def prepare_run(
     parser.add_argument("--no_eval", action="store_true", help="train without the learning-dynamics evaluation")
     add_celeba_arguments(parser)
     add_training_arguments(parser)
+    profile = RunProfile()
     preset = apply_preset(parser, presets, argv)
     apply_dataset_defaults(parser, preset, argv)
     args = parser.parse_args(argv)
@@ -176,6 +186,7 @@ def prepare_run(
             run_directory.check_start(config.resume_from_checkpoint, config.overwrite_output_dir)
         if validate is not None:
             validate(args)
+        profile.mark_startup()
     except (ValueError, OSError, RunDirectoryInUseError) as error:
         if claim is not None:
             claim.release()
@@ -183,7 +194,7 @@ def prepare_run(
     try:
         # Under data parallelism the main process builds the dataset and trains (or caches) the probes first; the
         # others then read both from the caches.
-        with state.main_process_first():
+        with state.main_process_first(), profile.phase("startup: dataset (build or load, decode)"):
             dataset_dict, dataset_name = _load_dataset(args, celeba_options)
             train_data, graph = training_data_from(dataset_dict)
             eval_data = split_tensors(dataset_dict, "test") if "test" in dataset_dict else None
@@ -193,6 +204,7 @@ def prepare_run(
             probe_splits = None
             if not args.no_eval and not args.probes_path and {"probe_train", "probe_val"} <= set(dataset_dict):
                 probe_splits = (split_tensors(dataset_dict, "probe_train"), split_tensors(dataset_dict, "probe_val"))
+        with state.main_process_first(), profile.phase("startup: probes (load, or train and cache)"):
             probes = None if args.no_eval else load_probes(args.probes_path, train_data, args.seed, probe_splits)
     except BaseException as error:
         if claim is not None:
@@ -203,7 +215,7 @@ def prepare_run(
     logger.info("training data %s: %d images (%d px) of classes %s", dataset_name, len(train_data),
                 train_data.image_size, train_data.class_strings())
     run = TrainingRun(config, train_data, graph, probes, dataset_name=dataset_name, eval_data=eval_data, claim=claim,
-                      splits=dataset_dict)
+                      splits=dataset_dict, profile=profile)
     torch.manual_seed(config.seed)  # the script builds its model next: initial weights are a function of --seed
     return args, config, run
 

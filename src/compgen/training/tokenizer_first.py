@@ -89,7 +89,8 @@ def tokenizer_training_data(args: argparse.Namespace, run: TrainingRun) -> Conce
     """The images ``--tokenizer_data`` names (the check that the dataset has them ran before any work)."""
     if args.tokenizer_data == "training-classes":
         return run.train_data
-    data = split_tensors(run.splits, TOKENIZER_SPLIT)
+    with run.profile.phase("tokenizer: its data (decode the tokenizer split)"):
+        data = split_tensors(run.splits, TOKENIZER_SPLIT)
     logger.info("tokenizer data all-classes: %d images of classes %s (labels unused)", len(data), data.class_strings())
     return data
 
@@ -187,9 +188,10 @@ def report_for_run(vqvae: VQModel, run: TrainingRun, output_dir: str | Path, tok
 
     if run.probes is None or run.eval_data is None:
         return None
-    report = reconstruction_report(vqvae, run.graph, run.probes, run.eval_data.images, run.eval_data.concepts,
-                                   output_path=Path(output_dir) / RECONSTRUCTION_REPORT_NAME,
-                                   tokenizer_data=tokenizer_data)
+    with run.profile.phase("tokenizer: reconstruction report"):
+        report = reconstruction_report(vqvae, run.graph, run.probes, run.eval_data.images, run.eval_data.concepts,
+                                       output_path=Path(output_dir) / RECONSTRUCTION_REPORT_NAME,
+                                       tokenizer_data=tokenizer_data)
     logger.info("tokenizer reconstruction accuracy: %s", reconstruction_summary(report))
     return report
 

@@ -47,6 +47,7 @@ from .acceleration import compile_mode, dynamo_plugin, fused_optimizer_supported
 from .checkpoint import CheckpointError, load_checkpoint, read_trainer_state, save_checkpoint
 from .config import TrainingConfig, multi_cpu_launch, resolve_mixed_precision
 from .ema import ExponentialMovingAverage, MomentumSchedule
+from .profile import RunProfile
 from .run_directory import RunDirectory
 from .task import TrainingTask, batch_indices, check_batch_fits, make_batch, mix_seed
 
@@ -83,6 +84,8 @@ class Trainer:
         graph: ConceptGraph,
         probes: nn.Module | None = None,
         dataset_name: str | None = None,
+        profile: RunProfile | None = None,
+        phase_prefix: str = "",
     ) -> None:
         # ``auto`` precision is resolved once, so checkpoints, logs and the card record what actually ran.
         self.config = dataclasses.replace(config, mixed_precision=resolve_mixed_precision(config.mixed_precision))
@@ -91,6 +94,9 @@ class Trainer:
         self.graph = graph
         self.probes = probes
         self.dataset_name = dataset_name
+        self.profile = profile if profile is not None else RunProfile(start=time.time())
+        """Where the run's time goes (a script's profile holds its startup too); see :mod:`.profile`."""
+        self.phase_prefix = phase_prefix
         self.output_dir = Path(config.output_dir)
         self.run_directory = RunDirectory(self.output_dir)
         self.checkpoint_dir = self.run_directory.checkpoint_dir
@@ -293,27 +299,36 @@ class Trainer:
 
         The main process claims ``output_dir`` (:mod:`~compgen.training.run_directory`) until it is done."""
         self.config.check_environment()
-        accelerator = self.make_accelerator()
+        with self._phase("setup (placement, optimizer, resume)"):
+            accelerator = self.make_accelerator()
         check_batch_fits(len(self.train_data), self.config.train_batch_size, accelerator.num_processes)
         with self.run_directory.claim() if accelerator.is_main_process else contextlib.nullcontext():
             return self._train(accelerator)
 
+    def _phase(self, name: str):
+        return self.profile.phase(self.phase_prefix + name)
+
     def _train(self, accelerator: Accelerator) -> list[dict[str, Any]]:
         config = self.config
-        state = self.prepare(accelerator)
-        if accelerator.is_main_process and config.trackers:
-            accelerator.init_trackers("compgen", config=config.tracker_config())
+        with self._phase("setup (placement, optimizer, resume)"):
+            state = self.prepare(accelerator)
+            if accelerator.is_main_process and config.trackers:
+                accelerator.init_trackers("compgen", config=config.tracker_config())
         # Every process takes the same branches (evaluations and checkpoints end with a barrier); only the main
         # process evaluates and writes.
         evaluating = self.probes is not None
-        tracker = self._make_tracker() if accelerator.is_main_process else None
+        with self._phase("setup: evaluation scorers"):
+            tracker = self._make_tracker() if accelerator.is_main_process else None
 
         progress = tqdm(total=config.max_train_steps, initial=state.step, desc="training",
                         disable=not accelerator.is_local_main_process)
         running: dict[str, torch.Tensor] = {}
         start_time, start_images = time.perf_counter(), state.images_seen
+        first = True
         while state.step < config.max_train_steps:
-            scalars = self.training_step(accelerator, state)
+            with self._phase("first training step (compilation, warm-up)" if first else "training steps"):
+                scalars = self.training_step(accelerator, state)
+            first = False
             for key, value in scalars.items():
                 running[key] = running.get(key, 0.0) + value
             progress.update(1)
@@ -334,28 +349,35 @@ class Trainer:
             # Evaluate before checkpointing: a run killed during the evaluation resumes from the checkpoint before
             # and repeats the evaluation, so no evaluation is ever lost.
             if eval_due:
+                begin = time.time()
                 if tracker is not None:
-                    progress.write(_format_record(self.evaluate(accelerator, state, tracker)))
+                    record = self.evaluate(accelerator, state, tracker)
+                    progress.write(_format_record(record))
+                    self.profile.add(self.phase_prefix + "evaluation: sampling", record["generate_s"])
                 accelerator.wait_for_everyone()
+                self.profile.add(self.phase_prefix + "evaluation: scoring and logging",
+                                 time.time() - begin - (record["generate_s"] if tracker is not None else 0.0))
             if checkpoint_due:
-                self.save_checkpoint(accelerator, state)
+                with self._phase("checkpoints"):
+                    self.save_checkpoint(accelerator, state)
         progress.close()
 
         records: list[dict[str, Any]] = []
-        if accelerator.is_main_process:
-            final_model = state.ema.shadow if state.ema is not None else accelerator.unwrap_model(state.model)
-            records = read_log(self.log_path) if self.log_path.is_file() else []
-            self.export(final_model, records)
-            if config.push_to_hub:
-                from ..hub import upload_folder_to_hub
+        with self._phase("export, model card, Hub push"):
+            if accelerator.is_main_process:
+                final_model = state.ema.shadow if state.ema is not None else accelerator.unwrap_model(state.model)
+                records = read_log(self.log_path) if self.log_path.is_file() else []
+                self.export(final_model, records)
+                if config.push_to_hub:
+                    from ..hub import upload_folder_to_hub
 
-                upload_folder_to_hub(self.output_dir, config.hub_model_id, token=config.hub_token,
-                                     private=config.hub_private)
-        accelerator.wait_for_everyone()
-        # Finish the trackers but keep the process group: a script may train again in this process (a tokenizer,
-        # then its generator; a queue of runs). ``accelerator.end_training()`` would destroy it.
-        for tracker in accelerator.trackers:
-            tracker.finish()
+                    upload_folder_to_hub(self.output_dir, config.hub_model_id, token=config.hub_token,
+                                         private=config.hub_private)
+            accelerator.wait_for_everyone()
+            # Finish the trackers but keep the process group: a script may train again in this process (a tokenizer,
+            # then its generator; a queue of runs). ``accelerator.end_training()`` would destroy it.
+            for tracker in accelerator.trackers:
+                tracker.finish()
         return records
 
     def export(self, model: nn.Module, records: list[dict[str, Any]]) -> None:
