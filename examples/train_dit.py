@@ -34,6 +34,7 @@ from compgen.training.tokenizer_first import (
     check_tokenizer_first_arguments,
     check_transformer_arguments,
     load_or_train_tokenizer,
+    token_transformer_options,
 )
 
 PRESETS = {
@@ -73,15 +74,8 @@ def main(argv: list[str] | None = None) -> None:
 
         torch.manual_seed(config.seed)  # the initial weights are a function of --seed, so runs repeat exactly
         transformer = TupleConditionedDiT(
-            concept_space=run.train_data.space.to_dict(),
+            **token_transformer_options(args, run, token_grid_size(tokenizer)),
             latent_channels=latents.shape[1],
-            grid_size=token_grid_size(tokenizer),
-            hidden_size=args.hidden_size,
-            num_layers=args.num_layers,
-            num_heads=args.num_heads,
-            conditioning=args.conditioning,
-            continuous_concepts=run.continuous_concepts if args.conditioning == "full" else {},
-            concept_dropout=args.concept_dropout,
             latent_mean=mean,
             latent_std=std,
             position_embedding_std=args.position_embedding_std,

@@ -33,6 +33,7 @@ from compgen.training.tokenizer_first import (
     check_tokenizer_first_arguments,
     check_transformer_arguments,
     load_or_train_tokenizer,
+    token_transformer_options,
 )
 
 logger = logging.getLogger(__name__)
@@ -74,17 +75,8 @@ def main(argv: list[str] | None = None) -> None:
         train_tokens = precompute_tokens(vqvae, run.train_data.images)
 
         torch.manual_seed(config.seed)  # the initial weights are a function of --seed, so runs repeat exactly
-        transformer = MaskGITTransformer(
-            concept_space=run.train_data.space.to_dict(),
-            codebook_size=vqvae.config.num_vq_embeddings,
-            grid_size=token_grid_size(vqvae),
-            hidden_size=args.hidden_size,
-            num_layers=args.num_layers,
-            num_heads=args.num_heads,
-            conditioning=args.conditioning,
-            continuous_concepts=run.continuous_concepts if args.conditioning == "full" else {},
-            concept_dropout=args.concept_dropout,
-        )
+        transformer = MaskGITTransformer(**token_transformer_options(args, run, token_grid_size(vqvae)),
+                                         codebook_size=vqvae.config.num_vq_embeddings)
         scheduler = MaskGITScheduler(mask_token_id=transformer.mask_token_id, masking_schedule=args.masking_schedule)
         task = MaskGITTask(
             transformer,

@@ -10,6 +10,8 @@ from __future__ import annotations
 import torch
 from diffusers import AutoencoderKL
 
+from .vq_tokenizer import tokenizer_architecture
+
 
 def build_kl_tokenizer(
     sample_size: int = 28,
@@ -26,27 +28,11 @@ def build_kl_tokenizer(
     the DiT standardizes the latents per channel itself. The mid-block attention is off by default, as for the VQ
     tokenizer (global context hurts reconstructing compositions the tokenizer never saw).
     """
-    downscale = 2 ** (len(block_out_channels) - 1)
-    if sample_size % downscale:
-        raise ValueError(f"sample_size {sample_size} must be divisible by the downsampling factor {downscale}")
-    if any(channels % norm_num_groups for channels in block_out_channels):
-        raise ValueError(f"every block_out_channels entry {block_out_channels} must divide by {norm_num_groups}")
+    architecture = tokenizer_architecture(sample_size, block_out_channels, layers_per_block, norm_num_groups,
+                                          mid_block_add_attention)
     if latent_channels < 1:
         raise ValueError(f"latent_channels must be at least 1, got {latent_channels}")
-    return AutoencoderKL(
-        in_channels=3,
-        out_channels=3,
-        down_block_types=("DownEncoderBlock2D",) * len(block_out_channels),
-        up_block_types=("UpDecoderBlock2D",) * len(block_out_channels),
-        block_out_channels=tuple(block_out_channels),
-        layers_per_block=layers_per_block,
-        latent_channels=latent_channels,
-        norm_num_groups=norm_num_groups,
-        sample_size=sample_size,
-        scaling_factor=1.0,
-        force_upcast=False,
-        mid_block_add_attention=mid_block_add_attention,
-    )
+    return AutoencoderKL(**architecture, latent_channels=latent_channels, scaling_factor=1.0, force_upcast=False)
 
 
 @torch.no_grad()

@@ -27,26 +27,30 @@ def build_vq_tokenizer(
     ``mid_block_add_attention`` is off by default: global self-attention lets the codes of a patch depend on the
     whole image, which hurts reconstructing compositions the tokenizer never saw (see :class:`VQTask`).
     """
+    return VQModel(
+        **tokenizer_architecture(sample_size, block_out_channels, layers_per_block, norm_num_groups,
+                                 mid_block_add_attention),
+        latent_channels=vq_embed_dim,
+        vq_embed_dim=vq_embed_dim,
+        num_vq_embeddings=num_vq_embeddings,
+        lookup_from_codebook=True,
+    )
+
+
+def tokenizer_architecture(sample_size: int, block_out_channels: tuple[int, ...], layers_per_block: int,
+                           norm_num_groups: int, mid_block_add_attention: bool) -> dict:
+    """The encoder-decoder of every compgen tokenizer (VQ and KL: diffusers' ``Encoder`` / ``Decoder`` blocks), as
+    constructor arguments, after checking that the sizes fit (a ``ValueError`` names the one that does not)."""
     downscale = 2 ** (len(block_out_channels) - 1)
     if sample_size % downscale:
         raise ValueError(f"sample_size {sample_size} must be divisible by the downsampling factor {downscale}")
     if any(channels % norm_num_groups for channels in block_out_channels):
         raise ValueError(f"every block_out_channels entry {block_out_channels} must divide by {norm_num_groups}")
-    return VQModel(
-        in_channels=3,
-        out_channels=3,
-        down_block_types=("DownEncoderBlock2D",) * len(block_out_channels),
-        up_block_types=("UpDecoderBlock2D",) * len(block_out_channels),
-        block_out_channels=tuple(block_out_channels),
-        layers_per_block=layers_per_block,
-        latent_channels=vq_embed_dim,
-        vq_embed_dim=vq_embed_dim,
-        num_vq_embeddings=num_vq_embeddings,
-        norm_num_groups=norm_num_groups,
-        sample_size=sample_size,
-        lookup_from_codebook=True,
-        mid_block_add_attention=mid_block_add_attention,
-    )
+    return dict(in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",) * len(block_out_channels),
+                up_block_types=("UpDecoderBlock2D",) * len(block_out_channels),
+                block_out_channels=tuple(block_out_channels), layers_per_block=layers_per_block,
+                norm_num_groups=norm_num_groups, sample_size=sample_size,
+                mid_block_add_attention=mid_block_add_attention)
 
 
 def token_grid_size(vqvae: VQModel) -> int:

@@ -250,6 +250,15 @@ def add_token_transformer_arguments(parser: argparse.ArgumentParser, title: str)
     return group
 
 
+def token_transformer_options(args: argparse.Namespace, run: TrainingRun, grid_size: int) -> dict[str, Any]:
+    """What every token transformer (MaskGIT, DiT) is built with from the flags of
+    :func:`add_token_transformer_arguments`: the concept space and conditioning, the grid and the backbone's size."""
+    return dict(concept_space=run.train_data.space.to_dict(), grid_size=grid_size, hidden_size=args.hidden_size,
+                num_layers=args.num_layers, num_heads=args.num_heads, conditioning=args.conditioning,
+                continuous_concepts=run.continuous_concepts if args.conditioning == "full" else {},
+                concept_dropout=args.concept_dropout)
+
+
 def check_transformer_arguments(args: argparse.Namespace) -> None:
     """``--hidden_size``, ``--num_layers``, ``--num_heads`` of a token transformer (MaskGIT, DiT)."""
     if args.hidden_size < 1 or args.num_layers < 1 or args.num_heads < 1 or args.hidden_size % args.num_heads:
