@@ -1,8 +1,9 @@
 """The tokenizer-first workflow of token-space generators (MaskGIT, DiT) and of ``train_vq_tokenizer.py``.
 
-A token-space script trains its VQ tokenizer first, on the training split, into ``OUTPUT/tokenizer`` through the
-shared loop (:func:`load_or_train_tokenizer`), or takes one with ``--vqvae_path``; a rerun reuses a tokenizer only if
-it was trained with the same options (:data:`TOKENIZER_OPTIONS_NAME`). The tokenizer's and the token transformer's
+A token-space script trains its tokenizer first (VQ, or KL for the DiT), on the images ``--tokenizer_data`` names,
+into ``OUTPUT/tokenizer`` through the shared loop (:func:`load_or_train_tokenizer`), or takes one with
+``--vqvae_path``; a rerun reuses a tokenizer only if it was trained with the same options
+(:data:`TOKENIZER_OPTIONS_NAME`). The tokenizer's and the token transformer's
 flags, presets and checks live here too, so the scripts share them.
 """
 
@@ -159,8 +160,8 @@ def build_vq_tokenizer_from_args(args: argparse.Namespace, sample_size: int) -> 
 def train_vq_tokenizer(
     args: argparse.Namespace, run: TrainingRun, output_dir: str | Path, report: bool = True, **config_overrides: Any
 ) -> tuple[VQModel, dict[str, Any] | None]:
-    """Build a tokenizer from the flags, train it on ``run``'s training split into ``output_dir`` through the
-    shared loop, and write its reconstruction report there (``report``, when ``run`` has probes).
+    """Build a tokenizer from the flags, train it on the images ``--tokenizer_data`` names into ``output_dir``
+    through the shared loop, and write its reconstruction report there (``report``, when ``run`` has probes).
 
     Returns the trained tokenizer (reloaded from ``output_dir``, in eval mode) and the report (or ``None``).
     ``config_overrides`` replace fields of the run's config (e.g. the step count of a tokenizer trained before a
@@ -270,7 +271,7 @@ def check_transformer_arguments(args: argparse.Namespace) -> None:
 def load_or_train_tokenizer(args: argparse.Namespace, run: TrainingRun, output_dir: Path
                             ) -> tuple[VQModel | AutoencoderKL, dict[str, Any] | None]:
     """``--vqvae_path`` if given; else ``OUTPUT/tokenizer`` if a previous run trained it with these tokenizer options;
-    else train it now on the training split through the shared loop (resuming its checkpoints with
+    else train it now on the images ``--tokenizer_data`` names through the shared loop (resuming its checkpoints with
     ``--resume_from_checkpoint``). Returns the tokenizer (on the CPU, frozen) and its reconstruction report (written
     to ``OUTPUT/vq_reconstruction.json``; ``None`` without probes)."""
     vq_dir = Path(output_dir) / TOKENIZER_DIR
