@@ -3,8 +3,9 @@
     python results/paper-b-grid/make_summary.py      # reads h100/summary.json and cpu/summary.json, writes summary.json
 
 Per arm (machine, model, conditioning) and scorer at level 2: each seed's final and peak accuracy, the mean and sample
-standard deviation (from the machine folder's ``arms``), and how abruptly level 2 rose: each seed's last evaluation
-below 0.1, its first at or above 0.9, and the largest rise between two consecutive evaluations.
+standard deviation (from the machine folder's ``arms``), how abruptly level 2 rose (each seed's last evaluation below
+0.1, its first at or above 0.9, the largest rise between two consecutive evaluations) and each seed's best accuracy
+on 011 and 111 at any evaluation.
 """
 
 from __future__ import annotations
@@ -51,12 +52,14 @@ def machine_part(folder: Path) -> dict:
             part["arms"][arm][scorer] = {
                 "final": level2["final"], "final_mean": level2["final_mean"], "final_sd": level2["final_sd"],
                 "peak": level2["best"], "peak_mean": level2["best_mean"], "peak_sd": level2["best_sd"],
-                "rise": [rise(r, key) for r in records]}
+                "rise": [rise(r, key) for r in records],
+                "peak_011_111": [{cls: max(r[key.replace("level_", "")][cls] for r in run) for cls in ("011", "111")}
+                                 for run in records]}
     return part
 
 
 def main() -> None:
-    summary = {"paper_b": PAPER_B, "parts": {}}
+    summary = {"paper_b": PAPER_B, "chance_multiplicative": 0.125, "parts": {}}
     for name in ("h100", "cpu"):
         if (HERE / name / "summary.json").is_file():
             summary["parts"][name] = machine_part(HERE / name)
