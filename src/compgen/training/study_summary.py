@@ -78,7 +78,7 @@ def write_summary(study: Study, output_dir: Path, cells: Sequence[Cell], statuse
 def tokenizer_sections(study: Study, output_dir: Path, summary: dict[str, Any]) -> list[str]:
     """Each study tokenizer's reconstruction accuracy per class by both scorers (its ``vq_reconstruction.json``),
     into ``summary["tokenizers"]`` and as Markdown: what its token models can draw at best from real tokens."""
-    from ..evaluation.tokenizer_report import RECONSTRUCTION_REPORT_NAME, reconstruction_markdown
+    from ..evaluation.tokenizer_tables import RECONSTRUCTION_REPORT_NAME, reconstruction_markdown
 
     lines = []
     for run in study.tokenizer_runs(output_dir):
