@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -63,6 +64,10 @@ def main(argv: list[str] | None = None) -> dict:
     cluster.add_argument("--array_parallelism", type=int, default=16, help="jobs of the array running at once")
     cluster.add_argument("--submitit_dir", default=None, help="job logs (default: OUTPUT_DIR/submitit)")
     args = parser.parse_args(argv)
+    if argv is None:
+        # SIGINT stops a study (below) also when it was started with SIGINT ignored (a background job of a
+        # non-interactive shell), as its docstring promises.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if not (args.study or args.smoke):
         parser.error("give --study FILE, --smoke, or both")
     try:
