@@ -1,13 +1,19 @@
+import json
+
 import numpy as np
 import pytest
 import torch
 
 from compgen import get_split_preset
+from compgen.data.concept_graph_builder import ConceptGraphShapes
+from compgen.evaluation import probes as probes_module
 from compgen.evaluation.corruptions import ProbeAugmentation
 from compgen.evaluation.preprocessing import center_objects
 from compgen.evaluation.probes import (
+    SHIPPED_PROBES_DIR,
     ConceptProbes,
     default_probes_cache,
+    default_probes_name,
     default_shapes_probes,
     fit_probes,
     render_probe_data,
@@ -80,19 +86,43 @@ def test_cnn_probe_trains_on_a_small_set():
     assert [tuple(v.shape) for v in logits.values()] == [(2, 2), (2, 2), (2, 2)]
 
 
-def test_default_probes_and_input_errors(tmp_path):
+def test_default_probes_ship_with_compgen_and_judge_real_images(monkeypatch):
+    def no_training(*args, **kwargs):
+        raise AssertionError("the default probes of a shipped concept space were trained instead of loaded")
+
+    monkeypatch.setattr(probes_module, "fit_probes", no_training)
     probes = default_shapes_probes(GRAPH.space)
     assert probes.config.probe_type == "cnn" and probes.config.subtract_background and probes.config.isolate_object
     names = [GRAPH.format(c) for c in GRAPH.nodes for _ in range(20)]
     images = renderer_generator(GRAPH.space)(names, 11)
     expected = np.array([GRAPH.space.parse(n) for n in names])
     assert (probes.predict(images).numpy() == expected).all()
-    # Cached on disk: a second call loads the same weights (in any process).
-    cached = list((default_probes_cache()).glob("shapes-cnn-28px-seed0-*"))
+    assert not list(default_probes_cache().glob("shapes-cnn-28px-seed0-*"))  # loaded in place, not copied
+
+
+@pytest.mark.parametrize("config", sorted(ConceptGraphShapes.builder_configs))
+def test_every_shapes_config_has_shipped_probes_of_the_current_recipe(config):
+    """A changed recipe (or a new concept space) must ship retrained probes (default_probes/README.md says how)."""
+    builder_config = ConceptGraphShapes.builder_configs[config]
+    space = get_split_preset(builder_config.split_preset).space
+    name, key = default_probes_name(space, image_size=builder_config.image_size)
+    record = SHIPPED_PROBES_DIR / name / "probe_training.json"
+    assert record.is_file(), f"no shipped default probes for {config} ({name})"
+    assert json.loads(record.read_text())["key"] == key
+    assert min(json.loads(record.read_text())["validation_accuracy"].values()) == 1.0
+
+
+def test_other_default_probes_are_trained_once_and_cached(tmp_path):
+    probes = default_shapes_probes(GRAPH.space, probe_type="linear", cache_dir=tmp_path)
+    cached = list(tmp_path.glob("shapes-linear-28px-seed0-*"))
     assert len(cached) == 1 and (cached[0] / "diffusion_pytorch_model.safetensors").is_file()
-    again = default_shapes_probes(GRAPH.space)
+    again = default_shapes_probes(GRAPH.space, probe_type="linear", cache_dir=tmp_path)
     for a, b in zip(again.state_dict().values(), probes.state_dict().values(), strict=True):
         assert torch.equal(a, b)
+
+
+def test_probe_input_errors(tmp_path):
+    probes = default_shapes_probes(GRAPH.space)
     with pytest.raises(ValueError, match="expect 28x28"):
         probes.predict(np.zeros((1, 32, 32, 3), dtype=np.uint8))
     with pytest.raises(ValueError, match="probe_type"):

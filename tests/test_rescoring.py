@@ -42,13 +42,32 @@ def test_rescoring_the_export_reproduces_the_training_evaluation(unet_run):
         assert record[key] == last[key], key
 
 
+def test_a_bf16_sampled_evaluation_is_recorded_and_rescored_the_same(tmp_path):
+    """``--eval_mixed_precision bf16``: the sampler runs under bf16 autocast, the log says so, and re-scoring the export
+    repeats that sampler (the scorers judge in fp32 either way)."""
+    reset_accelerate_state()
+    load_repo_script("examples/train_tuple_unet.py").main([
+        "--dataset", "okawa-h32-train1", "--cache_dir", str(tmp_path / "cache"), "--block_out_channels", "8,16",
+        "--layers_per_block", "1", "--train_batch_size", "8", "--max_train_steps", "2", "--eval_steps", "2",
+        "--eval_images_per_class", "4", "--eval_inference_steps", "3", "--eval_mixed_precision", "bf16",
+        "--output_dir", str(tmp_path / "run")])
+    last = json.loads((tmp_path / "run" / "learning_dynamics.jsonl").read_text().splitlines()[-1])
+    assert last["sampling"] == {"num_inference_steps": 3, "mixed_precision": "bf16"}
+    record = evaluate_run(tmp_path / "run", images_per_class=4)
+    assert record["evaluation_options"]["mixed_precision"] == "bf16"
+    for key in ("accuracy", "pixel_accuracy", "object_rate"):
+        assert record[key] == last[key], key
+    with pytest.raises(SystemExit):
+        evaluate_main([str(tmp_path / "run"), "--mixed_precision", "fp16"])
+
+
 def test_rescoring_a_checkpoints_online_weights_and_other_options(unet_run, tmp_path, capsys):
     online = evaluate_main([str(unet_run), "--checkpoint", "checkpoint-4", "--weights", "online",
                             "--images_per_class", "2", "--num_inference_steps", "2", "--output",
                             str(tmp_path / "online.json")])
     assert online["evaluation_options"] == {"num_inference_steps": 2, "guidance_scale": 1.0,
                                             "concept_values": "canonical", "checkpoint": "checkpoint-4",
-                                            "weights": "online"}
+                                            "weights": "online", "mixed_precision": "no"}
     assert json.loads((tmp_path / "online.json").read_text())["accuracy"] == online["accuracy"]
     assert "| 111 | 2 |" in capsys.readouterr().out
     sampled = evaluate_run(unet_run, images_per_class=2, concept_values="sampled")

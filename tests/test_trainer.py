@@ -10,7 +10,7 @@ from diffusers import DDPMScheduler
 from safetensors.torch import load_file
 
 from compgen import TupleConditionedDDPMPipeline, TupleConditionedUNet2DModel
-from compgen.evaluation.tracker import renderer_generator
+from compgen.evaluation.tracker import levels_held, renderer_generator
 from compgen.hub import files_to_upload
 from compgen.training.checkpoint import list_checkpoints
 from compgen.training.config import TrainingConfig
@@ -130,6 +130,35 @@ def test_evaluation_log_model_card_and_push_list(small_data, tmp_path):
     assert {"README.md", "model_index.json", "learning_dynamics.jsonl", "learning_dynamics.png",
             "scheduler/scheduler_config.json", "unet/config.json", "unet/diffusion_pytorch_model.safetensors"} <= set(
         uploaded)
+
+
+def test_evaluations_thin_out_while_the_levels_hold(small_data, tmp_path):
+    """``--eval_steps_held``: every ``eval_steps`` until three evaluations agree, then every ``eval_steps_held`` (and
+    the last step); a perfect generator holds from its third evaluation on."""
+    data, graph = small_data
+    from compgen.evaluation.probes import default_shapes_probes
+
+    task = make_task(data)
+    task.generate = lambda model, concepts, seed: renderer_generator(data.space, data.image_size)(concepts, seed)
+    options = config(tmp_path, max_train_steps=10, eval_steps=1, eval_steps_held=3, eval_images_per_class=2,
+                     checkpointing_steps=100)
+    Trainer(options, task, data, graph, default_shapes_probes(data.space), dataset_name="t").train()
+    records = [json.loads(line) for line in (tmp_path / "learning_dynamics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [1, 2, 3, 6, 9, 10]
+    with pytest.raises(ValueError, match="multiple of eval_steps"):
+        config(tmp_path, eval_steps=2, eval_steps_held=3)
+    with pytest.raises(ValueError, match="eval_mixed_precision"):
+        config(tmp_path, eval_mixed_precision="fp16")
+
+
+def test_levels_hold_when_no_level_moves_by_either_scorer():
+    def record(level2, pixel2):
+        return {"level_accuracy": {"0": 1.0, "2": level2}, "pixel_level_accuracy": {"0": 1.0, "2": pixel2}}
+
+    assert not levels_held([record(0.9, 0.9)] * 2)  # too few evaluations to tell
+    assert levels_held([record(0.90, 0.92), record(0.94, 0.95), record(0.95, 0.93)])
+    assert not levels_held([record(0.90, 0.80), record(0.94, 0.95), record(0.95, 0.93)])  # the pixel scorer moved
+    assert not levels_held([record(0.5, 0.92), record(0.94, 0.95), record(0.95, 0.93)])
 
 
 def test_v_prediction_target_is_diffusers_velocity_and_the_closed_form():

@@ -2,7 +2,7 @@
 
     python -m compgen.evaluation.evaluate RUN_DIR [--num_inference_steps 50] [--guidance_scale 1]
         [--concept_values canonical|sampled] [--checkpoint checkpoint-2000 --weights online|ema]
-        [--images_per_class 50] [--seed 0] [--output FILE.json]
+        [--images_per_class 50] [--seed 0] [--mixed_precision no|bf16] [--output FILE.json]
 
 ``RUN_DIR`` is a training run's output directory: its pipeline (U-Net, MaskGIT or DiT), its learning-dynamics log (for
 the concept graph) and its checkpoints. The samples are scored as during training (one-object check, concept probes,
@@ -13,6 +13,8 @@ pixel-statistics scorer) and the record is printed per level and class. What it 
   (Paper A's protocol); ``--concept_values sampled`` draws each sample's values as the training data does, over the
   class's whole colour and size range.
 - Is it the EMA's? ``--checkpoint NAME --weights online`` scores the raw weights of a checkpoint instead.
+- Is it the evaluation's? ``--num_inference_steps`` and ``--mixed_precision`` (the sampler under bf16 autocast) score
+  one checkpoint under the settings of two evaluations (``benchmarks/eval_agreement.py`` does it for every checkpoint).
 """
 
 from __future__ import annotations
@@ -116,8 +118,10 @@ def sampled_concept_values(graph: ConceptGraph, concepts: list[str], seed: int) 
 
 def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, guidance_scale: float = 1.0,
                  concept_values: str = "canonical", checkpoint: str | None = None, weights: str = "ema",
-                 images_per_class: int = 50, seed: int = 0, batch_size: int = 400) -> dict[str, Any]:
-    """Score ``run_dir``'s pipeline as the training loop does; returns the evaluation record."""
+                 images_per_class: int = 50, seed: int = 0, batch_size: int = 400,
+                 mixed_precision: str | None = None) -> dict[str, Any]:
+    """Score ``run_dir``'s pipeline as the training loop does; returns the evaluation record. ``None`` options take
+    the training evaluation's (its log's ``sampling``)."""
     from diffusers import DDIMScheduler
 
     from .probes import default_shapes_probes
@@ -129,6 +133,10 @@ def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, gu
     graph = graph_from_record(last_record)
     if num_inference_steps is None:  # the training evaluation's sampler (logs before it was recorded: the pipeline's)
         num_inference_steps = last_record.get("sampling", {}).get("num_inference_steps")
+    if mixed_precision is None:
+        mixed_precision = last_record.get("sampling", {}).get("mixed_precision", "no")
+    if mixed_precision not in ("no", "bf16"):
+        raise ValueError(f"mixed_precision must be no or bf16, got {mixed_precision!r}")
     pipeline, denoiser = load_run_pipeline(run_dir)
     if checkpoint_dir is not None:
         load_checkpoint_weights(pipeline, denoiser, checkpoint_dir, weights)
@@ -152,12 +160,17 @@ def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, gu
             chunks.append(pipeline(names, **kwargs).images)
         return unit_to_uint8(np.concatenate(chunks))
 
+    if mixed_precision == "bf16":
+        from ..training.acceleration import autocast_sampler
+
+        generate = autocast_sampler(generate, model.device.type)
     tracker = LearningDynamicsTracker(graph, default_shapes_probes(graph.space), num_images_per_class=images_per_class,
                                       seed=seed)
     record = tracker.evaluate(generate, step=step)
     record["evaluation_options"] = {"num_inference_steps": num_inference_steps, "guidance_scale": guidance_scale,
                                     "concept_values": concept_values, "checkpoint": checkpoint,
-                                    "weights": weights if checkpoint else "exported"}
+                                    "weights": weights if checkpoint else "exported",
+                                    "mixed_precision": mixed_precision}
     return record
 
 
@@ -184,6 +197,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--weights", choices=["ema", "online"], default="ema", help="with --checkpoint")
     parser.add_argument("--images_per_class", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mixed_precision", choices=["no", "bf16"], default=None,
+                        help="the sampler's precision (default: the training evaluation's)")
     parser.add_argument("--output", default=None, help="also write the record here (JSON)")
     args = parser.parse_args(argv)
     if args.num_inference_steps is not None and args.num_inference_steps < 1:
@@ -199,7 +214,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     except ValueError as error:
         parser.error(str(error))
     record = evaluate_run(args.run_dir, args.num_inference_steps, args.guidance_scale, args.concept_values,
-                          args.checkpoint, args.weights, args.images_per_class, args.seed)
+                          args.checkpoint, args.weights, args.images_per_class, args.seed,
+                          mixed_precision=args.mixed_precision)
     print(record_markdown(record))
     if args.output:
         atomic_write_text(args.output, json.dumps(record, indent=1) + "\n")

@@ -323,17 +323,16 @@ def default_probes_cache() -> Path:
     return Path(root) / "probes"
 
 
-def default_shapes_probes(
-    space: ConceptSpace, image_size: int = 28, seed: int = 0, probe_type: str = "cnn",
-    cache_dir: str | os.PathLike | None = None,
-) -> ConceptProbes:
-    """The default probes for the shapes data (:func:`train_shapes_probes`), trained once and cached on disk.
+SHIPPED_PROBES_DIR = Path(__file__).resolve().parent / "default_probes"
+"""Default probes that ship with compgen, in the cache's layout: the concept spaces of the shapes builder's configs at
+28 px (``default_probes/README.md``). Training them costs about a minute on one CPU core; loading them, milliseconds."""
 
-    The first call for a concept space, image size, seed and probe type trains the probes (about a minute on one
-    CPU core for ``cnn``) and saves them under ``cache_dir`` (default :func:`default_probes_cache`); later calls,
-    in any process, load them. Probes saved by ``python -m compgen.evaluation.train_probes`` are the same recipe
-    with more options.
-    """
+
+def default_probes_name(space: ConceptSpace, image_size: int = 28, seed: int = 0, probe_type: str = "cnn"
+                        ) -> tuple[str, str]:
+    """The directory name and the full key of the default probes for these arguments: the key holds everything the
+    recipe depends on (space, size, seed, type, :data:`DEFAULT_PROBES_VERSION`, the defaults of
+    :func:`train_shapes_probes`, :data:`PROBE_RECIPES`), the name a hash of it."""
     if probe_type not in PROBE_TYPES:
         raise ValueError(f"probe_type must be one of {PROBE_TYPES}, got {probe_type!r}")
     defaults = {name: parameter.default for name, parameter in inspect.signature(train_shapes_probes).parameters.items()
@@ -341,9 +340,36 @@ def default_shapes_probes(
     key = json.dumps([space.to_pairs(), image_size, seed, probe_type, DEFAULT_PROBES_VERSION, defaults,
                       PROBE_RECIPES[probe_type]])
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    path = Path(cache_dir or default_probes_cache()) / f"shapes-{probe_type}-{image_size}px-seed{seed}-{digest}"
-    if (path / "config.json").is_file():
-        return ConceptProbes.from_pretrained(path).eval()
+    return f"shapes-{probe_type}-{image_size}px-seed{seed}-{digest}", key
+
+
+def _saved_probes(path: Path, key: str) -> ConceptProbes | None:
+    """The probes saved in ``path`` if they were trained under ``key``, else ``None``."""
+    record = path / "probe_training.json"
+    if not (path / "config.json").is_file() or not record.is_file():
+        return None
+    if json.loads(record.read_text()).get("key") != key:
+        return None
+    return ConceptProbes.from_pretrained(path).eval()
+
+
+def default_shapes_probes(
+    space: ConceptSpace, image_size: int = 28, seed: int = 0, probe_type: str = "cnn",
+    cache_dir: str | os.PathLike | None = None,
+) -> ConceptProbes:
+    """The default probes for the shapes data (:func:`train_shapes_probes`): shipped, cached, or trained now.
+
+    The probes that ship with compgen (:data:`SHIPPED_PROBES_DIR`) serve the shapes builder's configs at once. Any other
+    concept space, image size, seed or probe type is trained at its first call (about a minute on one CPU core for
+    ``cnn``) and saved under ``cache_dir`` (default :func:`default_probes_cache`); later calls, in any process, load
+    it. The recipe is deterministic: on one machine, a retrained copy of a shipped probe is identical to it.
+    """
+    name, key = default_probes_name(space, image_size, seed, probe_type)
+    path = Path(cache_dir or default_probes_cache()) / name
+    for candidate in (path, SHIPPED_PROBES_DIR / name):
+        probes = _saved_probes(candidate, key)
+        if probes is not None:
+            return probes
     logger.info("training default %s probes for %s (%d px, seed %d); cached in %s", probe_type, space.names,
                 image_size, seed, path)
     probes, accuracy = train_shapes_probes(space, probe_type, image_size=image_size, seed=seed)

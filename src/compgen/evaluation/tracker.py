@@ -259,6 +259,25 @@ def read_log(path: str | os.PathLike) -> list[dict[str, Any]]:
     return records
 
 
+HOLD_EVALUATIONS = 3
+HOLD_TOLERANCE = 0.05
+
+
+def levels_held(records: list[dict[str, Any]], count: int = HOLD_EVALUATIONS, tolerance: float = HOLD_TOLERANCE
+                ) -> bool:
+    """Whether the levels hold: over the last ``count`` evaluations, no level's accuracy by either scorer (the probes,
+    the pixel statistics) moved by more than ``tolerance`` (highest minus lowest). Fewer records: ``False``."""
+    if len(records) < count:
+        return False
+    last = records[-count:]
+    for key in ("level_accuracy", "pixel_level_accuracy"):
+        for level in last[-1].get(key, {}):
+            values = [record.get(key, {}).get(level) for record in last]
+            if None in values or max(values) - min(values) > tolerance + 1e-9:
+                return False
+    return True
+
+
 def graph_from_record(record: dict[str, Any]) -> ConceptGraph:
     """The concept graph a record was evaluated on (from its ``concept_space`` and ``training_classes``)."""
     space = ConceptSpace.from_dict(record["concept_space"])

@@ -6,7 +6,8 @@ Each is a choice of implementation, not of the computation: the same options tra
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -84,3 +85,13 @@ def compiled_for_sampling(model: nn.Module, mode: str | None) -> nn.Module:
         per_model[mode] = torch.compile(model, mode=mode)
     return per_model[mode]
 
+
+def autocast_sampler(generate: Callable[[list[str], int], Any], device_type: str) -> Callable[[list[str], int], Any]:
+    """``generate`` run under bf16 autocast: the sampler's matrix products in bf16 (on CPUs with AVX-512 BF16 about
+    1.5x faster), the images it returns as before; the scorers that judge them run outside it, in fp32."""
+
+    def generate_bf16(concepts: list[str], seed: int) -> Any:
+        with torch.autocast(device_type=device_type, dtype=torch.bfloat16):
+            return generate(concepts, seed)
+
+    return generate_bf16

@@ -23,8 +23,9 @@ LENGTH_FREE_LR_SCHEDULES = ("constant", "constant_with_warmup", "piecewise_const
 """Learning-rate schedules that do not depend on ``max_train_steps``."""
 
 RUN_OPTIONS = ("output_dir", "resume_from_checkpoint", "overwrite_output_dir", "checkpointing_steps",
-               "checkpoints_total_limit", "eval_steps", "eval_images_per_class", "logging_steps", "report_to",
-               "push_to_hub", "hub_model_id", "hub_token", "hub_private", "max_train_steps")
+               "checkpoints_total_limit", "eval_steps", "eval_steps_held", "eval_images_per_class",
+               "eval_mixed_precision", "logging_steps", "report_to", "push_to_hub", "hub_model_id", "hub_token",
+               "hub_private", "max_train_steps")
 """Training options that may differ between a run and its resumption; every other one must match. They do not change
 the steps a run takes: where and how often things are written, and how long to train. The length only while nothing
 is scheduled over it (a learning rate of :data:`LENGTH_FREE_LR_SCHEDULES`, no task schedule over the length): then a
@@ -63,7 +64,14 @@ class TrainingConfig:
     use_ema: bool = True
     ema_decay: float = 0.999
     eval_steps: int = 500
+    eval_steps_held: int | None = None
+    """Evaluate only every this many steps (a multiple of ``eval_steps``) while the levels hold, i.e. no level's
+    accuracy by either scorer moved by more than 0.05 over the last three evaluations; back to every ``eval_steps`` as
+    soon as one does (:func:`~compgen.evaluation.tracker.levels_held`). ``None``: every ``eval_steps`` throughout."""
     eval_images_per_class: int = 50
+    eval_mixed_precision: str = "no"
+    """Precision of the evaluation's sampling (``no``, ``bf16`` or ``auto``, as ``mixed_precision``); the scorers always
+    judge in fp32. Kept in every evaluation record's ``sampling``."""
     logging_steps: int = 50
     report_to: str | None = None
     push_to_hub: bool = False
@@ -77,6 +85,12 @@ class TrainingConfig:
         self.torch_compile = parse_compile_mode(self.torch_compile)
         if self.mixed_precision not in ("no", "fp16", "bf16", "auto"):
             raise ValueError(f"mixed_precision must be no, fp16, bf16 or auto, got {self.mixed_precision!r}")
+        if self.eval_steps_held is not None and (self.eval_steps_held < self.eval_steps
+                                                 or self.eval_steps_held % self.eval_steps):
+            raise ValueError(f"eval_steps_held must be a multiple of eval_steps ({self.eval_steps}), got "
+                             f"{self.eval_steps_held}")
+        if self.eval_mixed_precision not in ("no", "bf16", "auto"):
+            raise ValueError(f"eval_mixed_precision must be no, bf16 or auto, got {self.eval_mixed_precision!r}")
         for name in ("train_batch_size", "max_train_steps", "gradient_accumulation_steps", "checkpointing_steps",
                      "eval_steps", "logging_steps", "eval_images_per_class"):
             if getattr(self, name) < 1:

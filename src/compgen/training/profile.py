@@ -19,13 +19,31 @@ _IMPORTED_AT = time.time()
 _first_profile_in_process = True
 
 
+def _process_start(pid: int | str) -> tuple[float, int]:
+    """When process ``pid`` started (seconds since the epoch, from ``/proc``) and its parent's pid."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                if line.startswith("btime"))
+    return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK"), int(fields[1])
+
+
+LAUNCHERS = ("accelerate", "torchrun", "torch.distributed.run")
+"""Commands that start a training process as their child: their own startup is the run's too."""
+
+
 def process_start_time() -> float:
-    """When this process started (seconds since the epoch): from ``/proc`` on Linux, else when compgen was imported."""
+    """When this run's command started (seconds since the epoch): this process's start from ``/proc`` on Linux, or
+    its launcher's (``accelerate launch``, ``torchrun``: the ancestors whose command names one) when it has one; else
+    when compgen was imported."""
     try:
-        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
-        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                    if line.startswith("btime"))
-        return boot + ticks / os.sysconf("SC_CLK_TCK")
+        start, parent = _process_start("self")
+        if any(name.startswith("ACCELERATE_") for name in os.environ) or "TORCHELASTIC_RUN_ID" in os.environ:
+            for _ in range(4):  # accelerate launch -> (torchrun's agent) -> this process
+                command = Path(f"/proc/{parent}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                if parent <= 1 or not any(name in command for name in LAUNCHERS):
+                    break
+                start, parent = _process_start(parent)
+        return start
     except (OSError, ValueError, IndexError, StopIteration):
         return _IMPORTED_AT
 
@@ -54,7 +72,7 @@ class RunProfile:
         finally:
             self.add(name, time.time() - begin)
 
-    def mark_startup(self, name: str = "startup: interpreter, imports, options") -> None:
+    def mark_startup(self, name: str = "startup: launcher, interpreter, imports, options") -> None:
         """Everything from the start to now that no phase holds, under ``name`` (called once, early)."""
         self.add(name, time.time() - self.start - sum(self.phases.values()))
 

@@ -35,15 +35,15 @@ from typing import Any
 
 import torch
 from accelerate import Accelerator
-from accelerate.utils import ProjectConfiguration
+from accelerate.utils import ProjectConfiguration, broadcast_object_list
 from torch import nn
 from tqdm.auto import tqdm
 
 from ..atomic_io import atomic_write_text
 from ..concepts import ConceptGraph
 from ..data.loading import ConceptImageData
-from ..evaluation.tracker import LearningDynamicsTracker, read_log
-from .acceleration import compile_mode, dynamo_plugin, fused_optimizer_supported
+from ..evaluation.tracker import LearningDynamicsTracker, levels_held, read_log
+from .acceleration import autocast_sampler, compile_mode, dynamo_plugin, fused_optimizer_supported
 from .checkpoint import CheckpointError, load_checkpoint, read_trainer_state, save_checkpoint
 from .config import TrainingConfig, multi_cpu_launch, resolve_mixed_precision
 from .ema import ExponentialMovingAverage, MomentumSchedule
@@ -88,7 +88,8 @@ class Trainer:
         phase_prefix: str = "",
     ) -> None:
         # ``auto`` precision is resolved once, so checkpoints, logs and the card record what actually ran.
-        self.config = dataclasses.replace(config, mixed_precision=resolve_mixed_precision(config.mixed_precision))
+        self.config = dataclasses.replace(config, mixed_precision=resolve_mixed_precision(config.mixed_precision),
+                                          eval_mixed_precision=resolve_mixed_precision(config.eval_mixed_precision))
         self.task = task
         self.train_data = train_data
         self.graph = graph
@@ -290,9 +291,19 @@ class Trainer:
                  ) -> dict[str, Any]:
         """Score the (EMA) model on every class of the graph and log the record (main process only)."""
         eval_model = state.ema.shadow if state.ema is not None else accelerator.unwrap_model(state.model)
-        return tracker.evaluate(functools.partial(self.task.generate, eval_model), step=state.step,
-                                images_seen=state.images_seen, accelerator=accelerator,
-                                sampling=self.task.eval_sampling())
+        generate = functools.partial(self.task.generate, eval_model)
+        sampling = self.task.eval_sampling()
+        if self.config.eval_mixed_precision == "bf16":
+            generate = autocast_sampler(generate, accelerator.device.type)
+            sampling["mixed_precision"] = "bf16"
+        return tracker.evaluate(generate, step=state.step, images_seen=state.images_seen, accelerator=accelerator,
+                                sampling=sampling)
+
+    def _levels_held(self, accelerator: Accelerator) -> bool:
+        """Whether the logged levels hold (``--eval_steps_held``): the main process decides, every process learns it."""
+        held = [bool(self.config.eval_steps_held) and accelerator.is_main_process and self.log_path.is_file()
+                and levels_held(read_log(self.log_path))]
+        return bool(broadcast_object_list(held)[0]) if accelerator.num_processes > 1 else held[0]
 
     def train(self) -> list[dict[str, Any]]:
         """Train to ``max_train_steps`` (resuming if asked), export, write the model card; returns the eval log.
@@ -319,6 +330,7 @@ class Trainer:
         evaluating = self.probes is not None
         with self._phase("setup: evaluation scorers"):
             tracker = self._make_tracker() if accelerator.is_main_process else None
+            held = self._levels_held(accelerator)
 
         progress = tqdm(total=config.max_train_steps, initial=state.step, desc="training",
                         disable=not accelerator.is_local_main_process)
@@ -334,7 +346,8 @@ class Trainer:
             progress.update(1)
             last = state.step == config.max_train_steps
             checkpoint_due = state.step % config.checkpointing_steps == 0 or last
-            eval_due = evaluating and (state.step % config.eval_steps == 0 or last)
+            eval_due = evaluating and (last or state.step % config.eval_steps == 0 and (
+                not held or state.step % config.eval_steps_held == 0))
             if state.step % config.logging_steps == 0 or last or checkpoint_due:
                 self._check_finite(accelerator, state)
             if state.step % config.logging_steps == 0 or last:
@@ -354,7 +367,7 @@ class Trainer:
                     record = self.evaluate(accelerator, state, tracker)
                     progress.write(_format_record(record))
                     self.profile.add(self.phase_prefix + "evaluation: sampling", record["generate_s"])
-                accelerator.wait_for_everyone()
+                held = self._levels_held(accelerator)
                 self.profile.add(self.phase_prefix + "evaluation: scoring and logging",
                                  time.time() - begin - (record["generate_s"] if tracker is not None else 0.0))
             if checkpoint_due:
