@@ -43,13 +43,13 @@ def test_rescoring_the_export_reproduces_the_training_evaluation(unet_run):
 
 
 def test_a_bf16_sampled_evaluation_is_recorded_and_rescored_the_same(tmp_path):
-    """``--eval_mixed_precision bf16``: the sampler runs under bf16 autocast, the log says so, and re-scoring the export
-    repeats that sampler (the scorers judge in fp32 either way)."""
+    """Trained under bf16 autocast, the evaluation samples in the training's precision (bf16) by default, the log says
+    so, and re-scoring the export repeats that sampler exactly (the scorers judge in fp32 either way)."""
     reset_accelerate_state()
     load_repo_script("examples/train_tuple_unet.py").main([
         "--dataset", "okawa-h32-train1", "--cache_dir", str(tmp_path / "cache"), "--block_out_channels", "8,16",
         "--layers_per_block", "1", "--train_batch_size", "8", "--max_train_steps", "2", "--eval_steps", "2",
-        "--eval_images_per_class", "4", "--eval_inference_steps", "3", "--eval_mixed_precision", "bf16",
+        "--eval_images_per_class", "4", "--eval_inference_steps", "3", "--mixed_precision", "bf16",
         "--output_dir", str(tmp_path / "run")])
     last = json.loads((tmp_path / "run" / "learning_dynamics.jsonl").read_text().splitlines()[-1])
     assert last["sampling"] == {"num_inference_steps": 3, "mixed_precision": "bf16"}

@@ -69,3 +69,36 @@ def test_prepare_run_makes_model_initialisation_a_function_of_the_seed(tmp_path)
 
     assert torch.equal(draw(3), draw(3))
     assert not torch.equal(draw(3), draw(4))
+
+
+def test_the_evaluation_samples_in_its_own_precision_not_the_training_autocast():
+    """Accelerate patches an autocast ``forward`` onto a model it prepares under bf16, and a deep copy (the EMA
+    weights) inherits it; inside ``sampling_precision`` the evaluation's precision decides, and the patch returns."""
+    import copy
+
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
+
+    from compgen.training.acceleration import sampling_precision
+
+    class Probe(nn.Linear):
+        def forward(self, x):
+            self.autocast_seen = torch.is_autocast_enabled("cpu")
+            return super().forward(x)
+
+    AcceleratorState._reset_state(True)
+    try:
+        accelerator = Accelerator(mixed_precision="bf16", cpu=True)
+        prepared = accelerator.prepare(Probe(4, 4))
+        shadow = copy.deepcopy(accelerator.unwrap_model(prepared))
+        x = torch.randn(2, 4)
+        shadow(x)
+        assert shadow.autocast_seen  # the inherited wrapper
+        with sampling_precision(shadow, "no", "cpu"):
+            assert shadow(x).dtype == torch.float32 and not shadow.autocast_seen
+        with sampling_precision(shadow, "bf16", "cpu"):
+            assert shadow(x).dtype == torch.float32 and shadow.autocast_seen  # bf16 inside, fp32 out
+        shadow(x)
+        assert shadow.autocast_seen and "forward" in vars(shadow)  # restored after the block
+    finally:
+        AcceleratorState._reset_state(True)

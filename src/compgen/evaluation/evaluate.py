@@ -32,6 +32,7 @@ from safetensors.torch import load_file
 from ..atomic_io import atomic_write_text
 from ..concepts import ConceptGraph
 from ..images import unit_to_uint8
+from ..training.acceleration import sampling_precision
 
 PIPELINES = {
     "TupleConditionedDDPMPipeline": ("compgen.pipelines.tuple_ddpm", "unet"),
@@ -136,7 +137,8 @@ def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, gu
     if mixed_precision is None:
         mixed_precision = last_record.get("sampling", {}).get("mixed_precision", "no")
     if mixed_precision not in ("no", "bf16"):
-        raise ValueError(f"mixed_precision must be no or bf16, got {mixed_precision!r}")
+        raise ValueError(f"re-scoring samples on the CPU in fp32 (no) or bf16; the training evaluation used "
+                         f"{mixed_precision!r}: pass --mixed_precision no or bf16")
     pipeline, denoiser = load_run_pipeline(run_dir)
     if checkpoint_dir is not None:
         load_checkpoint_weights(pipeline, denoiser, checkpoint_dir, weights)
@@ -160,13 +162,10 @@ def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, gu
             chunks.append(pipeline(names, **kwargs).images)
         return unit_to_uint8(np.concatenate(chunks))
 
-    if mixed_precision == "bf16":
-        from ..training.acceleration import autocast_sampler
-
-        generate = autocast_sampler(generate, model.device.type)
     tracker = LearningDynamicsTracker(graph, default_shapes_probes(graph.space), num_images_per_class=images_per_class,
                                       seed=seed)
-    record = tracker.evaluate(generate, step=step)
+    with sampling_precision(model, mixed_precision, model.device.type):
+        record = tracker.evaluate(generate, step=step)
     record["evaluation_options"] = {"num_inference_steps": num_inference_steps, "guidance_scale": guidance_scale,
                                     "concept_values": concept_values, "checkpoint": checkpoint,
                                     "weights": weights if checkpoint else "exported",

@@ -69,9 +69,9 @@ class TrainingConfig:
     accuracy by either scorer moved by more than 0.05 over the last three evaluations; back to every ``eval_steps`` as
     soon as one does (:func:`~compgen.evaluation.tracker.levels_held`). ``None``: every ``eval_steps`` throughout."""
     eval_images_per_class: int = 50
-    eval_mixed_precision: str = "no"
-    """Precision of the evaluation's sampling (``no``, ``bf16`` or ``auto``, as ``mixed_precision``); the scorers always
-    judge in fp32. Kept in every evaluation record's ``sampling``."""
+    eval_mixed_precision: str | None = None
+    """Precision of the evaluation's sampling: ``no``, ``fp16`` (CUDA only), ``bf16``, ``auto`` as ``mixed_precision``,
+    or ``None`` for the training's. The scorers always judge in fp32. Kept in every evaluation record's ``sampling``."""
     logging_steps: int = 50
     report_to: str | None = None
     push_to_hub: bool = False
@@ -89,8 +89,9 @@ class TrainingConfig:
                                                  or self.eval_steps_held % self.eval_steps):
             raise ValueError(f"eval_steps_held must be a multiple of eval_steps ({self.eval_steps}), got "
                              f"{self.eval_steps_held}")
-        if self.eval_mixed_precision not in ("no", "bf16", "auto"):
-            raise ValueError(f"eval_mixed_precision must be no, bf16 or auto, got {self.eval_mixed_precision!r}")
+        if self.eval_mixed_precision not in (None, "no", "fp16", "bf16", "auto"):
+            raise ValueError(f"eval_mixed_precision must be no, fp16, bf16, auto or none (the training's), got "
+                             f"{self.eval_mixed_precision!r}")
         for name in ("train_batch_size", "max_train_steps", "gradient_accumulation_steps", "checkpointing_steps",
                      "eval_steps", "logging_steps", "eval_images_per_class"):
             if getattr(self, name) < 1:

@@ -43,7 +43,7 @@ from ..atomic_io import atomic_write_text
 from ..concepts import ConceptGraph
 from ..data.loading import ConceptImageData
 from ..evaluation.tracker import LearningDynamicsTracker, levels_held, read_log
-from .acceleration import autocast_sampler, compile_mode, dynamo_plugin, fused_optimizer_supported
+from .acceleration import compile_mode, dynamo_plugin, fused_optimizer_supported, sampling_precision
 from .checkpoint import CheckpointError, load_checkpoint, read_trainer_state, save_checkpoint
 from .config import TrainingConfig, multi_cpu_launch, resolve_mixed_precision
 from .ema import ExponentialMovingAverage, MomentumSchedule
@@ -88,8 +88,9 @@ class Trainer:
         phase_prefix: str = "",
     ) -> None:
         # ``auto`` precision is resolved once, so checkpoints, logs and the card record what actually ran.
-        self.config = dataclasses.replace(config, mixed_precision=resolve_mixed_precision(config.mixed_precision),
-                                          eval_mixed_precision=resolve_mixed_precision(config.eval_mixed_precision))
+        precision = resolve_mixed_precision(config.mixed_precision)
+        eval_precision = resolve_mixed_precision(config.eval_mixed_precision or precision)
+        self.config = dataclasses.replace(config, mixed_precision=precision, eval_mixed_precision=eval_precision)
         self.task = task
         self.train_data = train_data
         self.graph = graph
@@ -108,8 +109,9 @@ class Trainer:
     def make_accelerator(self) -> Accelerator:
         """The Accelerator for this run (see :func:`multi_cpu_launch` for ``torchrun`` on CPUs)."""
         config = self.config
-        if config.mixed_precision == "fp16" and not torch.cuda.is_available():
-            raise ValueError("--mixed_precision fp16 needs a CUDA GPU (CPU autocast has no fp16); use bf16 or no")
+        if "fp16" in (config.mixed_precision, config.eval_mixed_precision) and not torch.cuda.is_available():
+            raise ValueError("--mixed_precision fp16 and --eval_mixed_precision fp16 need a CUDA GPU (CPU autocast has "
+                             "no fp16); use bf16 or no")
         return Accelerator(
             cpu=multi_cpu_launch(),
             mixed_precision=resolve_mixed_precision(config.mixed_precision),
@@ -291,13 +293,13 @@ class Trainer:
                  ) -> dict[str, Any]:
         """Score the (EMA) model on every class of the graph and log the record (main process only)."""
         eval_model = state.ema.shadow if state.ema is not None else accelerator.unwrap_model(state.model)
-        generate = functools.partial(self.task.generate, eval_model)
         sampling = self.task.eval_sampling()
-        if self.config.eval_mixed_precision == "bf16":
-            generate = autocast_sampler(generate, accelerator.device.type)
-            sampling["mixed_precision"] = "bf16"
-        return tracker.evaluate(generate, step=state.step, images_seen=state.images_seen, accelerator=accelerator,
-                                sampling=sampling)
+        precision = self.config.eval_mixed_precision
+        if precision != "no":
+            sampling["mixed_precision"] = precision
+        with sampling_precision(eval_model, precision, accelerator.device.type):
+            return tracker.evaluate(functools.partial(self.task.generate, eval_model), step=state.step,
+                                    images_seen=state.images_seen, accelerator=accelerator, sampling=sampling)
 
     def _levels_held(self, accelerator: Accelerator) -> bool:
         """Whether the logged levels hold (``--eval_steps_held``): the main process decides, every process learns it."""
