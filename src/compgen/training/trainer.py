@@ -109,9 +109,9 @@ class Trainer:
     def make_accelerator(self) -> Accelerator:
         """The Accelerator for this run (see :func:`multi_cpu_launch` for ``torchrun`` on CPUs)."""
         config = self.config
-        if "fp16" in (config.mixed_precision, config.eval_mixed_precision) and not torch.cuda.is_available():
-            raise ValueError("--mixed_precision fp16 and --eval_mixed_precision fp16 need a CUDA GPU (CPU autocast has "
-                             "no fp16); use bf16 or no")
+        for name in ("mixed_precision", "eval_mixed_precision"):
+            if getattr(config, name) == "fp16" and not torch.cuda.is_available():
+                raise ValueError(f"--{name} fp16 needs a CUDA GPU (CPU autocast has no fp16); use bf16 or no")
         return Accelerator(
             cpu=multi_cpu_launch(),
             mixed_precision=resolve_mixed_precision(config.mixed_precision),
@@ -348,8 +348,8 @@ class Trainer:
             progress.update(1)
             last = state.step == config.max_train_steps
             checkpoint_due = state.step % config.checkpointing_steps == 0 or last
-            eval_due = evaluating and (last or state.step % config.eval_steps == 0 and (
-                not held or state.step % config.eval_steps_held == 0))
+            interval = config.eval_steps_held if held else config.eval_steps
+            eval_due = evaluating and (last or state.step % interval == 0)
             if state.step % config.logging_steps == 0 or last or checkpoint_due:
                 self._check_finite(accelerator, state)
             if state.step % config.logging_steps == 0 or last:
