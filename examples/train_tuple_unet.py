@@ -17,13 +17,14 @@ from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
 from compgen.training.ddpm_task import DDPMTask
 from compgen.training.script import prepare_run
 
-# For a 2-core CPU, one run per core (21 min each with two at once on a 2-core AVX-512 BF16 EPYC): Paper A's
+# For a 2-core CPU, one run per core (706 s for seed 0 with the other core busy, results/paper-a-quick/): Paper A's
 # U-Net at widths (32, 64) with one residual block per stage, v-prediction (with epsilon prediction a narrow U-Net
 # still drew grey, noisy backgrounds after 2000 steps), a higher learning rate after a short warm-up, and EMA
 # weights. An evaluation every 100 steps resolves the order in which the levels emerge (Paper A Fig. 5), every 500 once
 # they hold, sampled in the training's precision (bf16 where the CPU computes it natively; results/paper-a-quick/: the
-# accuracies of fp32 sampling within their sampling error, at 2.5x the speed);
-# results/paper-a-reproduction/ has what it gives on the default data (H32-train1: every level 1.0 by both scorers).
+# accuracies of fp32 sampling within their sampling error, at 2.4x the speed); results/paper-a-reproduction/ has what it
+# gives on the default data (H32-train1, seeds 0 and 1: every level 1.0 by both scorers; seed 2, in
+# results/paper-a-quick/: 111 at 0.7 by the pixel scorer).
 CPU_QUICK = dict(
     block_out_channels="32,64",
     layers_per_block=1,
