@@ -34,11 +34,21 @@ def _rows_by_class(split: datasets.Dataset) -> dict[str, list[dict]]:
 def test_predefined_configs():
     names = [config.name for config in ConceptGraphShapes.BUILDER_CONFIGS]
     assert names == ["okawa-h32-train1", "okawa-h32-train2", "okawa-h32-train3", "okawa-h32-train4",
-                     "okawa-h32-train1-flat", "okawa-fail1", "okawa-h42-train1"]
+                     "okawa-h32-train1-flat", "okawa-h32-train1-anywhere", "okawa-fail1", "okawa-h42-train1"]
     assert ConceptGraphShapes.DEFAULT_CONFIG_NAME == "okawa-h32-train1"
     for config in ConceptGraphShapes.BUILDER_CONFIGS:
         assert sum(config.train_counts.values()) == 5000
         assert config.image_size == 28
+
+
+def test_the_anywhere_config_moves_the_objects_off_centre_and_nothing_else(tmp_path):
+    """``okawa-h32-train1-anywhere``: the headline split's classes and counts, the same shaded solids, centres spread
+    over the frame (the default config keeps every object at the centre)."""
+    anywhere = build_concept_graph_dataset("okawa-h32-train1-anywhere", cache_dir=str(tmp_path))["test"]
+    centred = build_concept_graph_dataset("okawa-h32-train1", cache_dir=str(tmp_path))["test"]
+    assert Counter(anywhere["concepts"]) == Counter(centred["concepts"])
+    assert np.ptp(np.asarray(centred["position"]), axis=0).max() < 1.0
+    assert np.ptp(np.asarray(anywhere["position"]), axis=0).min() > 5.0
 
 
 def test_okawa_h32_train1_is_papers_headline_split(tmp_path):
