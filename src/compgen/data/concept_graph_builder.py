@@ -264,16 +264,9 @@ class ConceptGraphShapes(datasets.GeneratorBasedBuilder):
             ),
         ),
         ConceptGraphShapesConfig(
-            name="okawa-h32-train1-anywhere",
-            version=VERSION,
-            split_preset="H32-train1",
-            images_per_class=1250,
-            position_range=1.0,
-            description=(
-                "The headline split with the default shaded solids anywhere in the frame instead of at its centre: "
-                "Paper A does not say where its objects stand (Appendix A.1). On it the cpu-quick U-Net does not "
-                "draw 111 (level 2 at 0.3 and 0.42 by the probes after 2000 steps; results/paper-a-data-ablation/)."
-            ),
+            name="okawa-h32-train1-anywhere", version=VERSION, split_preset="H32-train1", images_per_class=1250,
+            position_range=1.0, description="The headline split with the default solids anywhere in the frame (Paper A "
+            "does not say where its objects stand): the U-Net does not draw 111 (results/paper-a-data-ablation/).",
         ),
         ConceptGraphShapesConfig(
             name="okawa-fail1",
