@@ -230,9 +230,10 @@ class Trainer:
         atomic_write_text(self.log_path, "".join(line + "\n" for line in kept))
 
     def _make_tracker(self) -> LearningDynamicsTracker | None:
+        """The tracker, holding the records a resumed run logged before (the log is truncated to the checkpoint)."""
         if self.probes is None:
             return None
-        return LearningDynamicsTracker(
+        tracker = LearningDynamicsTracker(
             self.graph,
             self.probes,
             num_images_per_class=self.config.eval_images_per_class,
@@ -240,6 +241,8 @@ class Trainer:
             seed=self.config.seed,
             sample_dir=self.run_directory.sample_dir,
         )
+        tracker.records = read_log(self.log_path) if self.log_path.is_file() else []
+        return tracker
 
     # --- the loop -------------------------------------------------------------------------------------------
 
@@ -301,10 +304,12 @@ class Trainer:
             return tracker.evaluate(functools.partial(self.task.generate, eval_model), step=state.step,
                                     images_seen=state.images_seen, accelerator=accelerator, sampling=sampling)
 
-    def _levels_held(self, accelerator: Accelerator) -> bool:
-        """Whether the logged levels hold (``--eval_steps_held``): the main process decides, every process learns it."""
-        held = [bool(self.config.eval_steps_held) and accelerator.is_main_process and self.log_path.is_file()
-                and levels_held(read_log(self.log_path))]
+    def _levels_held(self, accelerator: Accelerator, tracker: LearningDynamicsTracker | None) -> bool:
+        """Whether the levels hold (``--eval_steps_held``): the main process decides from its tracker's records, every
+        process learns it."""
+        if not self.config.eval_steps_held:
+            return False
+        held = [tracker is not None and levels_held(tracker.records)]
         return bool(broadcast_object_list(held)[0]) if accelerator.num_processes > 1 else held[0]
 
     def train(self) -> list[dict[str, Any]]:
@@ -332,7 +337,7 @@ class Trainer:
         evaluating = self.probes is not None
         with self._phase("setup: evaluation scorers"):
             tracker = self._make_tracker() if accelerator.is_main_process else None
-            held = self._levels_held(accelerator)
+            held = self._levels_held(accelerator, tracker)
 
         progress = tqdm(total=config.max_train_steps, initial=state.step, desc="training",
                         disable=not accelerator.is_local_main_process)
@@ -369,7 +374,8 @@ class Trainer:
                     record = self.evaluate(accelerator, state, tracker)
                     progress.write(_format_record(record))
                     self.profile.add(self.phase_prefix + "evaluation: sampling", record["generate_s"])
-                held = self._levels_held(accelerator)
+                accelerator.wait_for_everyone()
+                held = self._levels_held(accelerator, tracker)
                 self.profile.add(self.phase_prefix + "evaluation: scoring and logging",
                                  time.time() - begin - (record["generate_s"] if tracker is not None else 0.0))
             if checkpoint_due:
