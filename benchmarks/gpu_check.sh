@@ -13,6 +13,9 @@
 #     Python, not on arithmetic), stopped at BUDGET_S with the summary of what finished; the study's summary, logs,
 #     cards and samples come back in paper-b-grid.tar.gz.
 #   all: the jobs of the Paper A issues (13 minutes or less on one H100), below; speed: their speed jobs only.
+#   paper-a-train2 (8 minutes or less): Paper A's preset on H32-train2 (the split whose large triangles come out as
+#     hybrids on the CPU, results/paper-a-hybrids/), seed 0 then seed 1 with what is left; with "all" (H32-train1,
+#     seeds 0 and 1) it covers the two splits the hybrids issue asks the GPU for.
 # Jobs run one after another, in priority order, each under its own time limit so that the whole check ends in time:
 #   1. Paper A's reproduction: examples/train_tuple_unet.py --preset paper on the default data (shaded solids near the
 #      frame's centre), seed 0 (4 min 48 s on an H100 for 7800 steps on the earlier flat data); then seed 1 with what
@@ -26,7 +29,9 @@ PEER=${1:-}
 JOBS=${GPU_CHECK_JOBS:-paper-b}
 START=$(date +%s)
 SPEED_S=300               # seconds kept for the speed jobs
-case $JOBS in speed) DEFAULT_BUDGET=$SPEED_S ;; paper-b) DEFAULT_BUDGET=450 ;; *) DEFAULT_BUDGET=$((470 + SPEED_S)) ;; esac
+case $JOBS in
+    speed) DEFAULT_BUDGET=$SPEED_S ;; paper-b|paper-a-train2) DEFAULT_BUDGET=450 ;; *) DEFAULT_BUDGET=$((470 + SPEED_S)) ;;
+esac
 BUDGET=${BUDGET_S:-$DEFAULT_BUDGET}   # seconds for the whole check
 mkdir -p "$OUT"
 if ! command -v python > /dev/null; then mkdir -p /tmp/bin && ln -sf "$(command -v python3)" /tmp/bin/python; fi
@@ -69,6 +74,15 @@ if [[ $JOBS == paper-b ]]; then
     run paper-b-grid $(( $(left) - 20 )) python examples/run_study.py --study "${GRID_STUDY:-studies/paper_b_grid.yaml}" \
         --output_dir /tmp/paper-b-grid --parallel 3 --threads_per_worker 4
     tar -czf "$OUT/paper-b-grid.tar.gz" -C /tmp --exclude checkpoints --exclude '*.safetensors' paper-b-grid
+    echo "total wall_s=$(( $(date +%s) - START ))" | tee -a "$OUT/jobs.txt"
+    exit 0
+fi
+if [[ $JOBS == paper-a-train2 ]]; then
+    for seed in 0 1; do
+        run paper-unet-train2-seed$seed $(( $(left) - 10 )) python examples/train_tuple_unet.py --preset paper \
+            --dataset okawa-h32-train2 --seed $seed --eval_steps 390 --output_dir "$OUT/paper-unet-train2-seed$seed"
+    done
+    find "$OUT" -name checkpoints -type d -prune -exec rm -rf {} +
     echo "total wall_s=$(( $(date +%s) - START ))" | tee -a "$OUT/jobs.txt"
     exit 0
 fi

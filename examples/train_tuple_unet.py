@@ -22,8 +22,8 @@ from compgen.training.script import prepare_run
 # still drew grey, noisy backgrounds after 2000 steps), a higher learning rate after a short warm-up, and EMA
 # weights. An evaluation every 100 steps resolves the order in which the levels emerge (Paper A Fig. 5), every 500 once
 # they hold, sampled in the training's precision (bf16 where the CPU computes it natively; results/paper-a-quick/: the
-# accuracies of fp32 sampling within their sampling error, at 2.4x the speed); results/paper-a-reproduction/ has what it
-# gives on the default data (H32-train1, seeds 0 and 1: every level 1.0 by both scorers; seed 2, in
+# accuracies of fp32 sampling within their sampling error, at 2.4x the speed); results/paper-a-data-ablation/ has what
+# it gives on the default data (H32-train1, seeds 0 and 1: every level 1.0 by both scorers; seed 2, in
 # results/paper-a-quick/: 111 at 0.7 by the pixel scorer).
 CPU_QUICK = dict(
     block_out_channels="32,64",
@@ -64,7 +64,8 @@ PRESETS = {
     # 800 steps with the learning rate decayed to 0 along a cosine (with the constant rate, level 2 and the pixel
     # scorer's level 1 reached 0.9 only at step 700), sampled with 15 DDIM steps (the per-level accuracies of fp32 and
     # 20 steps within their sampling error on the same checkpoints, results/paper-a-quick/); an evaluation every 100
-    # steps keeps the order of emergence visible (Paper A Fig. 5).
+    # steps keeps the order of emergence visible (Paper A Fig. 5). results/paper-a-reproduction/ runs it on the four
+    # splits, three seeds each (by both scorers: one seed of three on H32-train1, -train3, -train4; none on -train2).
     "quickstart": CPU_QUICK | dict(max_train_steps=800, lr_scheduler="cosine", eval_inference_steps=15,
                                    eval_steps_held=None, checkpointing_steps=400),
 }

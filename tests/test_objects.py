@@ -81,7 +81,7 @@ def test_blank_specks_fragments_several_and_oversized_are_no_valid_object():
     images[5, 2, 25] = (20, 200, 20)
     check = check_objects(images)
     assert check.reasons.tolist() == ["blank", "fragments", "fragments", "several", "oversized", "ok"]
-    assert check.failure_counts() == {"blank": 1, "fragments": 2, "several": 1, "oversized": 1}
+    assert check.failure_counts() == {"blank": 1, "fragments": 2, "several": 1, "oversized": 1, "hybrid": 0, "pale": 0}
     assert check.valid.tolist() == [False] * 5 + [True]
 
 

@@ -172,7 +172,8 @@ def test_errors_are_clear():
     with pytest.raises(ValueError, match="color_jitter"):
         RenderConfig(color_jitter=0.5)
     with pytest.raises(ValueError, match="size_jitter"):
-        RenderConfig(size_jitter=0.5)
+        RenderConfig(size_jitter=1.1)
+    assert RenderConfig(size_jitter=0.7).size_jitter == 0.7  # overlapping size ranges are allowed
     with pytest.raises(ValueError, match="out of range for variable 'size'"):
         render_classes(space, np.array([[0, 0, 2]]))
     with pytest.raises(ValueError, match="3 columns"):

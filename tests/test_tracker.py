@@ -13,6 +13,7 @@ from compgen.evaluation.tracker import (
     read_log,
     renderer_generator,
 )
+from compgen.evaluation.typicality import TYPICALITY_VERSION
 
 GRAPH = get_split_preset("H32-train1").graph()
 
@@ -53,7 +54,8 @@ def test_perfect_generator_scores_one_everywhere(probes, tmp_path):
     assert step == 10 and values["eval/accuracy/111"] == 1.0 and values["eval/concept_accuracy/111/color"] == 1.0
     assert values == flat_scalars(record)
     # Every record says what judged it and which code produced it.
-    assert record["scorer_version"] == {"probes": probes_fingerprint(probes), "pixel_statistics": PIXEL_SCORER_VERSION}
+    assert record["scorer_version"] == {"probes": probes_fingerprint(probes), "pixel_statistics": PIXEL_SCORER_VERSION,
+                                        "typicality": TYPICALITY_VERSION}
     assert len(record["scorer_version"]["probes"]) == 12
     assert record["commit"] is None or len(record["commit"].split("+")[0]) == 40
 
@@ -95,7 +97,8 @@ def test_samples_without_an_object_count_as_wrong(probes):
     assert all(value == 0.0 for value in record["accuracy"].values())
     assert all(value == 0.0 for value in record["object_rate"].values())
     assert all(value == 0.0 for value in record["pixel_accuracy"].values())
-    assert record["object_failures"]["111"] == {"blank": 10, "fragments": 0, "several": 0, "oversized": 0}
+    assert record["object_failures"]["111"] == {"blank": 10, "fragments": 0, "several": 0, "oversized": 0,
+                                                "hybrid": 0, "pale": 0}
 
 
 def test_two_objects_in_one_sample_are_wrong_on_every_concept(probes):

@@ -120,9 +120,10 @@ def sampled_concept_values(graph: ConceptGraph, concepts: list[str], seed: int) 
 def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, guidance_scale: float = 1.0,
                  concept_values: str = "canonical", checkpoint: str | None = None, weights: str = "ema",
                  images_per_class: int = 50, seed: int = 0, batch_size: int = 400,
-                 mixed_precision: str | None = None) -> dict[str, Any]:
+                 mixed_precision: str | None = None, sample_dir: str | Path | None = None) -> dict[str, Any]:
     """Score ``run_dir``'s pipeline as the training loop does; returns the evaluation record. ``None`` options take
-    the training evaluation's (its log's ``sampling``)."""
+    the training evaluation's (its log's ``sampling``). ``sample_dir``: keep 8 samples per class there (as the loop's
+    ``samples/``), to look at."""
     from diffusers import DDIMScheduler
 
     from .probes import default_shapes_probes
@@ -163,7 +164,7 @@ def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, gu
         return unit_to_uint8(np.concatenate(chunks))
 
     tracker = LearningDynamicsTracker(graph, default_shapes_probes(graph.space), num_images_per_class=images_per_class,
-                                      seed=seed)
+                                      seed=seed, sample_dir=sample_dir, samples_per_class=8)
     with sampling_precision(model, mixed_precision, model.device.type):
         record = tracker.evaluate(generate, step=step)
     record["evaluation_options"] = {"num_inference_steps": num_inference_steps, "guidance_scale": guidance_scale,
@@ -174,12 +175,17 @@ def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, gu
 
 
 def record_markdown(record: dict[str, Any]) -> str:
-    """Per class: probes and pixel-statistics accuracy, object rate; then per level."""
-    pixel = record.get("pixel_accuracy", {})
-    lines = ["| class | level | probes | pixel statistics | object rate |", "|---|---|---|---|---|"]
+    """Per class: probes and pixel-statistics accuracy, object rate, hybrids and pale objects, fidelity; then per
+    level."""
+    pixel, fidelity = record.get("pixel_accuracy", {}), record.get("fidelity", {})
+    failures = record.get("object_failures", {})
+    lines = ["| class | level | probes | pixel statistics | object rate | hybrids | pale | fidelity |",
+             "|---|---|---|---|---|---|---|---|"]
     for name, value in record["accuracy"].items():
+        counts = failures.get(name, {})
         lines.append(f"| {name} | {record['levels'][name]} | {value:.2f} | "
-                     f"{pixel.get(name, float('nan')):.2f} | {record['object_rate'][name]:.2f} |")
+                     f"{pixel.get(name, float('nan')):.2f} | {record['object_rate'][name]:.2f} | "
+                     f"{counts.get('hybrid', 0)} | {counts.get('pale', 0)} | {fidelity.get(name, float('nan')):.2f} |")
     levels = ", ".join(f"L{k} {v:.2f}" for k, v in record["level_accuracy"].items())
     pixel_levels = ", ".join(f"L{k} {v:.2f}" for k, v in record.get("pixel_level_accuracy", {}).items())
     return "\n".join(lines) + f"\n\nprobes: {levels}; pixel statistics: {pixel_levels}\n"
@@ -199,6 +205,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--mixed_precision", choices=["no", "bf16"], default=None,
                         help="the sampler's precision (default: the training evaluation's)")
     parser.add_argument("--output", default=None, help="also write the record here (JSON)")
+    parser.add_argument("--sample_dir", default=None, help="also keep 8 samples per class here (npz), to look at")
     args = parser.parse_args(argv)
     if args.num_inference_steps is not None and args.num_inference_steps < 1:
         parser.error("--num_inference_steps must be at least 1")
@@ -214,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         parser.error(str(error))
     record = evaluate_run(args.run_dir, args.num_inference_steps, args.guidance_scale, args.concept_values,
                           args.checkpoint, args.weights, args.images_per_class, args.seed,
-                          mixed_precision=args.mixed_precision)
+                          mixed_precision=args.mixed_precision, sample_dir=args.sample_dir)
     print(record_markdown(record))
     if args.output:
         atomic_write_text(args.output, json.dumps(record, indent=1) + "\n")

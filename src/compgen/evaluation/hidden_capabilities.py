@@ -30,8 +30,9 @@ def value_sweep(pipeline, denoiser: str, concepts: str, variable: str, values: S
                 images: int = 50, seed: int = 0, num_inference_steps: int = 20) -> list[dict[str, Any]]:
     """Score ``images`` samples of class ``concepts`` at each value of the continuous ``variable`` (others canonical).
 
-    Returns one row per value: ``{"value", "probes", "pixel", "no_object"}`` (accuracies with every concept right,
-    and the share of samples without one valid object).
+    Returns one row per value: ``{"value", "probes", "pixel", "no_object", "hybrid", "pale"}`` (accuracies with every
+    concept right, the share of samples without one valid object, and of those the shares the typicality check
+    rejected as hybrids and as pale: :mod:`compgen.evaluation.typicality`).
     """
     from .probes import default_shapes_probes
     from .scoring import ImageScorer
@@ -57,12 +58,15 @@ def value_sweep(pipeline, denoiser: str, concepts: str, variable: str, values: S
         generator = torch.Generator().manual_seed(seed)
         out = pipeline(concepts, num_images_per_prompt=images, generator=generator, output_type="np",
                        num_inference_steps=num_inference_steps, concept_values=row_values[None]).images
-        scores = scorer.score(unit_to_uint8(out))
+        scores = scorer.score(unit_to_uint8(out), np.repeat(truth[None], len(out), axis=0))
+        reasons = scores.objects.reasons if scores.objects is not None else np.array([])
         rows.append({
             "value": [round(v, 6) for v in value.tolist()] if value.numel() > 1 else round(float(value), 6),
             "probes": float((scores.predictions == truth).all(axis=1).mean()),
             "pixel": float((scores.pixel_predictions == truth).all(axis=1).mean()),
             "no_object": float((~scores.has_object).mean()),
+            "hybrid": float((reasons == "hybrid").mean()) if len(reasons) else 0.0,
+            "pale": float((reasons == "pale").mean()) if len(reasons) else 0.0,
         })
     return rows
 
@@ -107,9 +111,11 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
                            args.num_inference_steps)
     except ValueError as error:
         parser.error(str(error))
-    print(f"| {args.variable} | probes | pixel statistics | no object |\n|---|---|---|---|")
+    print(f"| {args.variable} | probes | pixel statistics | no object | of which hybrid | of which pale |\n"
+          "|---|---|---|---|---|---|")
     for row in rows:
-        print(f"| {row['value']} | {row['probes']:.2f} | {row['pixel']:.2f} | {row['no_object']:.2f} |")
+        print(f"| {row['value']} | {row['probes']:.2f} | {row['pixel']:.2f} | {row['no_object']:.2f} | "
+              f"{row['hybrid']:.2f} | {row['pale']:.2f} |")
     if args.output:
         Path(args.output).write_text(json.dumps({"concepts": args.concepts, "variable": args.variable,
                                                  "rows": rows}, indent=1) + "\n")

@@ -23,9 +23,10 @@ import torch.nn.functional as F
 
 from ..images import ImageInput, to_float_images
 
-OBJECT_FAILURES = ("blank", "fragments", "several", "oversized")
+OBJECT_FAILURES = ("blank", "fragments", "several", "oversized", "hybrid", "pale")
 """Why an image has no valid object: nothing drawn; only pieces too small to be an object (specks, fragments) or
-pieces that together outweigh the largest; two or more object-sized blobs; one blob larger than any real object."""
+pieces that together outweigh the largest; two or more object-sized blobs; one blob larger than any real object; and,
+set by the typicality check (:mod:`compgen.evaluation.typicality`), two shapes superposed or a colour too weak."""
 
 MIN_OBJECT_AREA_FRACTION = 6.0 / 784
 """Smallest plausible object, as a fraction of the frame: 6 foreground pixels at 28x28. The smallest real object

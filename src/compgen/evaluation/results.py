@@ -52,6 +52,12 @@ def run_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
                                                                                   .get(name, float("nan"))), 4),
                "level": int(last["levels"][name])}
         for name, value in last["accuracy"].items()}
+    if "fidelity" in last:  # the typicality check's verdicts and the colour-strength fidelity at the last evaluation
+        for name, entry in summary["final_per_class"].items():
+            failures = last.get("object_failures", {}).get(name, {})
+            entry.update(fidelity=last["fidelity"][name], fidelity_ks=last["fidelity_ks"][name],
+                         hybrid=int(failures.get("hybrid", 0)), pale=int(failures.get("pale", 0)))
+        summary["final_fidelity_level"] = dict(last["fidelity_level"])
     summary["wall_clock_s"] = round(float(last.get("wall_clock_s", 0.0)), 1)
     for key in ("scorer_version", "commit"):
         if key in last:

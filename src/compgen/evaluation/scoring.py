@@ -15,6 +15,7 @@ from ..images import to_float_images
 from .objects import ObjectCheck, check_objects
 from .pixel_scorer import PixelStatisticsScorer
 from .probes import ConceptProbes
+from .typicality import TYPICALITY_VERSION, TypicalityCheck
 
 
 def is_shapes_space(space: ConceptSpace) -> bool:
@@ -70,6 +71,8 @@ class ImageScorer:
             :class:`~compgen.evaluation.pixel_scorer.PixelStatisticsScorer` calibrated here on real renders of the
             probes' image size when the space is a shapes space and objects are required. ``False`` disables it.
         batch_size: probe batch size.
+        typicality: the hybrid and pale-object check (:mod:`compgen.evaluation.typicality`) applied before both
+            scorers; default: on wherever the pixel scorer is. ``False`` disables it.
     """
 
     def __init__(
@@ -78,6 +81,7 @@ class ImageScorer:
         require_object: bool | None = None,
         pixel_scorer: PixelStatisticsScorer | bool | None = None,
         batch_size: int = 512,
+        typicality: TypicalityCheck | bool | None = None,
     ) -> None:
         self.probes = probes
         self.require_object = bool(probes.config.center_objects) if require_object is None else require_object
@@ -86,9 +90,15 @@ class ImageScorer:
         if pixel_scorer is True:  # calibrated here, for the probes' image size, rather than inside a later score()
             pixel_scorer = PixelStatisticsScorer.calibrate(probes.space, image_size=probes.config.image_size)
         self._pixel_scorer = pixel_scorer
+        if typicality is None:
+            typicality = bool(pixel_scorer)
+        if typicality is True:
+            typicality = TypicalityCheck.calibrate(probes.space, image_size=probes.config.image_size)
+        self.typicality = typicality or None
         self.batch_size = batch_size
         self.version = {"probes": probes_fingerprint(probes),
-                        "pixel_statistics": PIXEL_SCORER_VERSION if pixel_scorer else None}
+                        "pixel_statistics": PIXEL_SCORER_VERSION if pixel_scorer else None,
+                        "typicality": TYPICALITY_VERSION if self.typicality else None}
         """What judged the images: the probes' fingerprint and the pixel scorer's version (in every record)."""
 
     def pixel_scorer(self, image_size: int) -> PixelStatisticsScorer | None:
@@ -99,15 +109,20 @@ class ImageScorer:
             raise ValueError(f"these scorers judge {self.probes.config.image_size} px images, got {image_size} px")
         return self._pixel_scorer
 
-    def score(self, images: np.ndarray) -> ImageScores:
-        """Score uint8 ``(N, H, W, 3)`` images.
+    def score(self, images: np.ndarray, concepts: np.ndarray | None = None) -> ImageScores:
+        """Score uint8 ``(N, H, W, 3)`` images; ``concepts``: the ``(N, V)`` classes asked for, when known (the
+        typicality check judges paleness by the colour asked for).
 
         The batch is prepared once: converted to float once, and the one-object check runs once and is shared by
-        the probes (when they isolate the object), the object rule and the pixel scorer."""
+        the probes (when they isolate the object), the object rule and the pixel scorer. With a typicality check,
+        hybrids and pale objects fail the object rule too (reasons ``"hybrid"``, ``"pale"``)."""
         x = to_float_images(images)
         scorer = self.pixel_scorer(x.shape[-2])
         isolate = self.probes.config.center_objects and self.probes.config.isolate_object
         objects = check_objects(x) if (self.require_object or scorer is not None or isolate) else None
+        if objects is not None and self.typicality is not None:
+            colour = self.probes.space.names.index("color")
+            objects = self.typicality.screen(x, objects, None if concepts is None else np.asarray(concepts)[:, colour])
         probabilities = [p.numpy() for p in self.probes.predict_proba(x, batch_size=self.batch_size,
                                                                        objects=objects)]
         predictions = np.stack([p.argmax(axis=1) for p in probabilities], axis=1)

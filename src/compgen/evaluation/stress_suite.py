@@ -21,6 +21,7 @@ import numpy as np
 
 from ..concepts import ConceptSpace, get_split_preset
 from .corruptions import SEVERITIES, corrupt, to_uint8
+from .scoring import ImageScorer
 
 STRESS_COLOR_JITTER = 0.2
 """Colour spread of the stress suite's renders under ``color_shift``: the dataset's +-0.35 already reaches the edge of
@@ -70,6 +71,67 @@ def stress_test(
     return results
 
 
+def typicality_test(
+    scorer: ImageScorer, space: ConceptSpace, images_per_class: int = 50, seed: int = 2024, image_size: int = 28,
+) -> dict[str, dict[str, dict]]:
+    """What the evaluation path (the one-object and typicality checks, then each scorer) does with real renders, hybrids
+    and pale objects: ``{"real": {kind: {level: {scorer: accepted}}}, "hybrid": {opacity: {"<size> <shape>":
+    {scorer: rejected}}}, "pale": {strength: {scorer: rejected}}}``, scorers ``"probes"`` and ``"pixel statistics"``.
+
+    A real render (clean, and with every corruption of :data:`SEVERITIES` at levels 1-4) is accepted when a scorer
+    reads its class. A hybrid (:func:`~compgen.evaluation.typicality.render_hybrids`, grouped by its solid object's
+    size and shape) or a pale object (:func:`~compgen.evaluation.typicality.render_pale`) is rejected when a scorer
+    reads neither it as its class nor as the class of its ghost's shape (a failed check gives every concept ``-1``)."""
+    from ..shapes import render_reference
+    from .corruptions import GENERATOR_LEVELS
+    from .typicality import HYBRID_OPACITIES, PALE_STRENGTHS, render_hybrids, render_pale
+
+    classes = np.repeat(np.array(space.all_classes(), dtype=np.int64), images_per_class, axis=0)
+    shape, size = space.names.index("shape"), space.names.index("size")
+    others = [j for j in range(space.num_variables) if j != shape]
+
+    def read(images: np.ndarray) -> dict[str, np.ndarray]:
+        scores = scorer.score(images, classes)
+        found = {"probes": scores.predictions}
+        if scores.pixel_predictions is not None:
+            found["pixel statistics"] = scores.pixel_predictions
+        return found
+
+    def accepted(images: np.ndarray, any_shape: bool) -> dict[str, np.ndarray]:
+        """Per scorer and image: read as its class (``any_shape``: as any shape with the class's other values)."""
+        result = {}
+        for name, predicted in read(images).items():
+            right = (predicted == classes).all(axis=1)
+            if any_shape:
+                right |= (predicted[:, shape] >= 0) & (predicted[:, others] == classes[:, others]).all(axis=1)
+            result[name] = right
+        return result
+
+    def rejected(images: np.ndarray, rows: np.ndarray | None = None) -> dict[str, float]:
+        return {name: float(1.0 - right[rows if rows is not None else slice(None)].mean())
+                for name, right in accepted(images, True).items()}
+
+    real = render_reference(space, classes, seed=seed, image_size=image_size).images
+    results: dict[str, dict[str, dict]] = {"real": {}, "hybrid": {}, "pale": {}}
+    for index, kind in enumerate(SEVERITIES):
+        results["real"][kind] = {}
+        if index == 0:
+            results["real"][kind]["0"] = {name: float(right.mean()) for name, right in accepted(real, False).items()}
+        for level in range(1, GENERATOR_LEVELS + 1):
+            corrupted = to_uint8(corrupt(real, kind, level, seed=seed * 100 + index * 10 + level))
+            results["real"][kind][str(level)] = {name: float(right.mean())
+                                                 for name, right in accepted(corrupted, False).items()}
+    groups = {f"{space.variable('size').values[z]} {space.variable('shape').values[k]}":
+              (classes[:, size] == z) & (classes[:, shape] == k)
+              for z in range(space.variable("size").num_values) for k in range(space.variable("shape").num_values)}
+    for opacity in HYBRID_OPACITIES:
+        images = render_hybrids(space, classes, opacity, seed, image_size)
+        results["hybrid"][str(opacity)] = {group: rejected(images, rows) for group, rows in groups.items()}
+    for strength in PALE_STRENGTHS:
+        results["pale"][str(strength)] = rejected(render_pale(space, classes, strength, seed, image_size))
+    return results
+
+
 def stress_markdown(results: dict[str, dict[str, dict[str, float]]], concept: str = "all") -> str:
     """A markdown table of :func:`stress_test` results: one row per corruption, one column per level."""
     levels = sorted({level for by_level in results.values() for level in by_level}, key=int)
@@ -109,6 +171,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, dict]:
                                        style=style)
             print(f"\n### {name} on {style} renders: accuracy with every concept right\n")
             print(stress_markdown(results[key]))
+    results["typicality"] = typicality_test(ImageScorer(probes), space, images_per_class=args.images_per_class,
+                                            seed=args.seed)
+    print("\n### the evaluation path on real renders, hybrids and pale objects\n")
+    print(json.dumps(results["typicality"], indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
     return results

@@ -34,8 +34,13 @@ from .metrics import (
 from .pixel_scorer import PixelStatisticsScorer
 from .probes import ConceptProbes
 from .scoring import ImageScorer
+from .typicality import fidelity as class_fidelity
 
 logger = logging.getLogger(__name__)
+
+FIDELITY_REFERENCE_IMAGES = 100
+"""Real renders per class that generated colour strengths are compared with."""
+FIDELITY_REFERENCE_SEED = 424242
 
 SampleFunction = Callable[[list[str], int], np.ndarray]
 """``generate(concepts, seed) -> uint8 (N, H, W, 3)``: one image per class string of ``concepts`` (a model's sampler, or
@@ -95,6 +100,7 @@ class LearningDynamicsTracker:
         self.levels = graph.levels
         self.chance = chance_accuracy(graph.space.cardinalities)
         self.records: list[dict[str, Any]] = []
+        self._references: dict[str, np.ndarray] = {}
         self.commit = source_commit()
         self._start = time.perf_counter()
 
@@ -117,12 +123,13 @@ class LearningDynamicsTracker:
                 f"got {images.dtype} {images.shape}"
             )
         generate_seconds = time.perf_counter() - eval_start
-        scores = self.scorer.score(images)
+        concepts = np.asarray([node for node in self.graph.nodes for _ in range(n)], dtype=np.int64)
+        scores = self.scorer.score(images, concepts)
         predictions, probabilities, objects = scores.predictions, scores.probabilities, scores.objects
         has_object, pixel_predictions = scores.has_object, scores.pixel_predictions
 
         accuracy, additive, prob_product, per_concept, object_rate = {}, {}, {}, {}, {}
-        failures, pixel_accuracy, agreement = {}, {}, {}
+        failures, pixel_accuracy, agreement, fidelity = {}, {}, {}, {}
         for i, (name, node) in enumerate(zip(self.class_names, self.graph.nodes, strict=True)):
             rows = slice(i * n, (i + 1) * n)
             target = np.asarray(node)
@@ -135,6 +142,8 @@ class LearningDynamicsTracker:
             )
             if objects is not None:
                 failures[name] = objects.failure_counts(rows)
+            if self.scorer.typicality is not None:
+                fidelity[name] = class_fidelity(images[rows], self._reference(name))
             if pixel_predictions is not None:
                 pixel_accuracy[name] = multiplicative_accuracy(pixel_predictions[rows], target)
                 probe_correct = per_image_correctness(predictions[rows], target).all(axis=1)
@@ -161,6 +170,13 @@ class LearningDynamicsTracker:
         }
         if objects is not None:
             record["object_failures"] = failures
+        if fidelity:
+            # Colour strength against real renders (compgen.evaluation.typicality.fidelity): 1.0 is as strong as the
+            # data; the categorical accuracy cannot see an object drawn paler than the data but inside their range.
+            record["fidelity"] = {name: round(f["ratio"], 4) for name, f in fidelity.items()}
+            record["fidelity_ks"] = {name: round(f["ks"], 4) for name, f in fidelity.items()}
+            record["fidelity_level"] = {str(k): round(v, 4) for k, v in level_means(record["fidelity"],
+                                                                                    self.levels).items()}
         if pixel_predictions is not None:
             record["pixel_accuracy"] = pixel_accuracy
             record["pixel_level_accuracy"] = {
@@ -192,6 +208,17 @@ class LearningDynamicsTracker:
         if accelerator is not None:
             accelerator.log(flat_scalars(record), step=int(step))
         return record
+
+    def _reference(self, name: str) -> np.ndarray:
+        """Real renders of class ``name`` (the default data's look, colour and size ranges) for the fidelity."""
+        if name not in self._references:
+            from ..shapes import PAPER_COLOR_JITTER, PAPER_SIZE_JITTER, RenderConfig, render_classes
+
+            config = RenderConfig(image_size=self.probes.config.image_size, color_jitter=PAPER_COLOR_JITTER,
+                                  size_jitter=PAPER_SIZE_JITTER)
+            self._references[name] = render_classes(self.graph.space, [name] * FIDELITY_REFERENCE_IMAGES,
+                                                    seed=FIDELITY_REFERENCE_SEED, config=config).images
+        return self._references[name]
 
     def _save_samples(self, images: np.ndarray, step: int) -> None:
         n, k = self.num_images_per_class, min(self.samples_per_class, self.num_images_per_class)
@@ -232,7 +259,7 @@ def flat_scalars(record: dict[str, Any], prefix: str = "eval") -> dict[str, floa
     """Scalars of a record for ``accelerator.log``: ``eval/accuracy/011``, ``eval/level_accuracy/1``, ..."""
     scalars: dict[str, float] = {}
     for key in ("accuracy", "additive_accuracy", "prob_product_accuracy", "level_accuracy", "object_rate",
-                "pixel_accuracy", "pixel_level_accuracy", "scorer_agreement"):
+                "pixel_accuracy", "pixel_level_accuracy", "scorer_agreement", "fidelity", "fidelity_level"):
         for name, value in record.get(key, {}).items():
             scalars[f"{prefix}/{key}/{name}"] = float(value)
     for name, concepts in record["concept_accuracy"].items():

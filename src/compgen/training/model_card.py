@@ -62,7 +62,15 @@ def results_markdown(records: list[dict[str, Any]], graph: ConceptGraph) -> str:
                       "the additive accuracy and the object rate come from the probes only."]
     else:
         lines += ["", "Every number comes from the concept probes (no second scorer for these images)."]
+    fidelity = "fidelity_level" in final
+    if fidelity:
+        lines += ["", "Hybrids (two shapes superposed) and pale objects fail the typicality check and count as wrong "
+                      "for both scorers. *Fidelity* is the median colour strength of a class's samples over that of "
+                      "real renders (1.0: as strong as the data; compgen.evaluation.typicality), a continuous "
+                      "measure beside the categorical accuracy."]
     pixel_header = (" pixel scorer final | pixel scorer first step >= 0.9 |", "---|---|") if pixel else ("", "")
+    if fidelity:
+        pixel_header = (pixel_header[0] + " fidelity |", pixel_header[1] + "---|")
     lines += [
         "",
         "| level | classes | final accuracy | best accuracy | first step >= 0.9 |" + pixel_header[0],
@@ -78,10 +86,13 @@ def results_markdown(records: list[dict[str, Any]], graph: ConceptGraph) -> str:
             pixel_reached = first_step_reaching(records, level, key="pixel_level_accuracy")
             row += (f" {final['pixel_level_accuracy'][level]:.3f} | "
                     f"{pixel_reached if pixel_reached is not None else 'not reached'} |")
+        if fidelity:
+            row += f" {final['fidelity_level'][level]:.2f} |"
         lines.append(row)
     objects = "object_rate" in final
-    extra = (" object rate |" if objects else "") + (" pixel scorer | agreement |" if pixel else "")
-    columns = graph.space.num_variables + 3 + objects + 2 * pixel
+    extra = ((" object rate |" if objects else "") + (" pixel scorer | agreement |" if pixel else "")
+             + (" fidelity |" if fidelity else ""))
+    columns = graph.space.num_variables + 3 + objects + 2 * pixel + fidelity
     lines += ["", "| class | " + " | ".join(graph.space.names) + " | level | multiplicative | additive |" + extra,
               "|---|" + "---|" * columns]
     for name, value in final["accuracy"].items():
@@ -92,6 +103,8 @@ def results_markdown(records: list[dict[str, Any]], graph: ConceptGraph) -> str:
             row += f" {final['object_rate'][name]:.2f} |"
         if pixel:
             row += f" {final['pixel_accuracy'][name]:.3f} | {final['scorer_agreement'][name]:.2f} |"
+        if fidelity:
+            row += f" {final['fidelity'][name]:.2f} |"
         lines.append(row)
     if pixel:
         lines += ["", disagreement_markdown(records)]

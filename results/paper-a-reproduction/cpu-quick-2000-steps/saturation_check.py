@@ -1,6 +1,7 @@
-"""Colour strength of a run's samples against the real test images of each class (results/paper-a-reproduction/).
+"""Colour strength of a run's samples against the real test images of each class
+(results/paper-a-reproduction/cpu-quick-2000-steps/).
 
-    python results/paper-a-reproduction/saturation_check.py RUN_DIR DATASET_CONFIG OUT.json
+    python results/paper-a-reproduction/cpu-quick-2000-steps/saturation_check.py RUN_DIR DATASET_CONFIG OUT.json
 
 Samples 50 images per class (DDIM 20, seed 0, canonical class values) from the run's export and measures, per
 image, the mean saturation (max minus min channel) of its 10 most saturated pixels; compares each class with the
