@@ -15,7 +15,7 @@
 #   all: the jobs of the Paper A issues (13 minutes or less on one H100), below; speed: their speed jobs only.
 #   paper-a-train2 (8 minutes or less): Paper A's preset on H32-train2 (the split whose large triangles come out as
 #     hybrids on the CPU, results/paper-a-hybrids/), seed 0 then seed 1 with what is left; with "all" (H32-train1,
-#     seeds 0 and 1) it covers the two splits the hybrids issue asks the GPU for.
+#     seeds 0 and 1) it runs Paper A's preset on both splits.
 # Jobs run one after another, in priority order, each under its own time limit so that the whole check ends in time:
 #   1. Paper A's reproduction: examples/train_tuple_unet.py --preset paper on the default data (shaded solids near the
 #      frame's centre), seed 0 (4 min 48 s on an H100 for 7800 steps on the earlier flat data); then seed 1 with what
