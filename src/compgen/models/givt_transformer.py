@@ -1,0 +1,179 @@
+"""GIVT with MaskGIT's masking: the MaskGIT transformer with continuous tokens in and a Gaussian mixture out.
+
+Paper B (Farid et al. 2025) places GIVT (Tschannen et al. 2024) between MaskGIT and the DiT: the same masked
+transformer and unmasking schedule, but each token is the tokenizer's continuous latent vector instead of a VQ index,
+and the output per token is a ``K``-component diagonal Gaussian mixture over that vector
+(:mod:`compgen.models.gaussian_mixture`) instead of a categorical distribution over the codebook. Everything else is
+MaskGIT's (:mod:`compgen.models.maskgit_transformer`): the pre-norm blocks, the concept tokens prepended to the image
+tokens, the ``full`` / ``quantized`` / dropout semantics. A masked token enters as one learned vector; a visible one as
+a linear map of its (standardized) latent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from diffusers.configuration_utils import ConfigMixin, register_to_config
+from diffusers.models.modeling_utils import ModelMixin
+from diffusers.utils import BaseOutput
+from torch import nn
+
+from .concept_embedding import ConceptConditionedMixin, ConceptEmbedding
+from .gaussian_mixture import mixture_log_prob
+from .maskgit_transformer import transformer_blocks
+
+
+@dataclass
+class GIVTTransformerOutput(BaseOutput):
+    """Per image token, the mixture: ``logits`` ``(B, L, K)``, ``means`` and ``log_scales`` ``(B, L, K, C)`` (in the
+    standardized latent space, see :meth:`GIVTTransformer.normalize_latents`)."""
+
+    logits: torch.Tensor
+    means: torch.Tensor
+    log_scales: torch.Tensor
+
+
+class GIVTTransformer(ConceptConditionedMixin, ModelMixin, ConfigMixin):
+    r"""Predicts a Gaussian mixture over every image token's latent from a partially masked latent grid and a concept
+    tuple.
+
+    Args:
+        concept_space: ``{variable: [value names]}`` or ``[[variable, values], ...]`` (stored as the ordered list).
+        latent_channels: Channels ``C`` of the latents (a VQ tokenizer's ``vq_embed_dim`` before quantization, a KL
+            tokenizer's ``latent_channels``).
+        grid_size: Side ``g`` of the latent grid (7 for 28 px images with downsampling 4).
+        num_mixtures: Mixture components ``K`` per token (GIVT uses 16 for its VAE latents).
+        hidden_size, num_layers, num_heads, mlp_ratio, dropout: The transformer, as MaskGIT's.
+        conditioning: ``"quantized"`` or ``"full"`` (as every compgen model).
+        continuous_concepts: Canonical value table per continuous variable (``full`` mode).
+        concept_dropout: Training probability of replacing a concept by its learned null token.
+        latent_mean: Per-channel mean of the training latents (subtracted before modelling).
+        latent_std: Per-channel standard deviation of the training latents (divided by).
+        position_embedding_std: Standard deviation of the learned position embedding at initialisation; with every
+            token masked the positions are all that tell the tokens apart (see
+            :class:`~compgen.models.tuple_dit.TupleConditionedDiT`, where 1.0 halved the steps to the training classes).
+    """
+
+    @register_to_config
+    def __init__(
+        self,
+        concept_space: dict[str, list[str]] | list[tuple[str, list[str]]],
+        latent_channels: int = 16,
+        grid_size: int = 7,
+        num_mixtures: int = 8,
+        hidden_size: int = 128,
+        num_layers: int = 4,
+        num_heads: int = 4,
+        mlp_ratio: float = 4.0,
+        dropout: float = 0.0,
+        conditioning: str = "quantized",
+        continuous_concepts: dict[str, list[list[float]]] | None = None,
+        concept_dropout: float = 0.0,
+        latent_mean: list[float] | None = None,
+        latent_std: list[float] | None = None,
+        position_embedding_std: float = 0.02,
+    ) -> None:
+        super().__init__()
+        space = self._register_concepts(concept_space, conditioning, continuous_concepts, concept_dropout)
+        if hidden_size % num_heads:
+            raise ValueError(f"hidden_size {hidden_size} must be divisible by num_heads {num_heads}")
+        if min(num_layers, latent_channels, grid_size, num_mixtures) < 1:
+            raise ValueError("num_layers, latent_channels, grid_size and num_mixtures must be at least 1")
+        for name, values in (("latent_mean", latent_mean), ("latent_std", latent_std)):
+            if values is not None and len(values) != latent_channels:
+                raise ValueError(f"{name} must hold {latent_channels} values (one per channel), got {len(values)}")
+        if latent_std is not None and min(latent_std) <= 0:
+            raise ValueError("latent_std must be positive")
+        if not position_embedding_std > 0:
+            raise ValueError(f"position_embedding_std must be positive, got {position_embedding_std}")
+
+        self.num_tokens = grid_size * grid_size
+        self.num_concepts = space.num_variables
+        self.input_projection = nn.Linear(latent_channels, hidden_size)
+        self.mask_embedding = nn.Parameter(torch.zeros(hidden_size))
+        nn.init.trunc_normal_(self.mask_embedding, std=0.02)
+        self.position_embedding = nn.Parameter(torch.zeros(1, self.num_concepts + self.num_tokens, hidden_size))
+        nn.init.trunc_normal_(self.position_embedding, std=position_embedding_std)
+        self.concept_embedding = ConceptEmbedding(
+            space,
+            hidden_size,
+            continuous_concepts=continuous_concepts if conditioning == "full" else None,
+            use_null=concept_dropout > 0,
+        )
+        self.blocks = transformer_blocks(hidden_size, num_layers, num_heads, mlp_ratio, dropout)
+        self.norm_out = nn.LayerNorm(hidden_size)
+        # Per token: K weights, K means and K log scales over C channels.
+        self.head = nn.Linear(hidden_size, num_mixtures * (1 + 2 * latent_channels))
+        nn.init.zeros_(self.head.weight)  # start as K equal unit Gaussians at the origin (the latents' statistics)
+        nn.init.zeros_(self.head.bias)
+
+    def normalize_latents(self, latents: torch.Tensor) -> torch.Tensor:
+        """Tokenizer latents ``(B, C, g, g)`` -> the standardized latents this model works on."""
+        mean, std = self._latent_statistics(latents)
+        return (latents - mean) / std
+
+    def denormalize_latents(self, latents: torch.Tensor) -> torch.Tensor:
+        """The inverse of :meth:`normalize_latents` (what a pipeline hands to the tokenizer's decoder)."""
+        mean, std = self._latent_statistics(latents)
+        return latents * std + mean
+
+    def _latent_statistics(self, latents: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        channels = self.config.latent_channels
+        mean = torch.tensor(self.config.latent_mean or [0.0] * channels, device=latents.device, dtype=latents.dtype)
+        std = torch.tensor(self.config.latent_std or [1.0] * channels, device=latents.device, dtype=latents.dtype)
+        return mean.view(1, -1, 1, 1), std.view(1, -1, 1, 1)
+
+    def forward(
+        self,
+        latents: torch.Tensor,
+        mask: torch.BoolTensor,
+        concepts: torch.LongTensor,
+        concept_values: torch.Tensor | None = None,
+        drop_mask: torch.BoolTensor | None = None,
+        return_dict: bool = True,
+    ) -> GIVTTransformerOutput | tuple:
+        r"""The mixture over every image token.
+
+        Args:
+            latents: ``(B, C, g, g)`` standardized latents; the values at masked tokens are ignored.
+            mask: ``(B, L)`` or ``(B, g, g)`` bool, ``True`` where a token is masked (to be predicted).
+            concepts: ``(B, V)`` class index per concept variable.
+            concept_values: ``full`` mode: per-image continuous values ``(B, D)``; ``None`` uses the class values.
+            drop_mask: ``(B, V)`` bool, ``True`` replaces a concept by its null token (see MaskGIT's).
+            return_dict: Return a :class:`GIVTTransformerOutput` rather than a tuple.
+        """
+        batch, channels, grid = latents.shape[0], self.config.latent_channels, self.config.grid_size
+        if latents.shape[1:] != (channels, grid, grid):
+            raise ValueError(f"latents must be (B, {channels}, {grid}, {grid}), got {tuple(latents.shape)}")
+        mask = mask.reshape(batch, -1) if mask.shape[:1] == (batch,) else mask
+        if mask.shape != (batch, self.num_tokens) or mask.dtype != torch.bool:
+            raise ValueError(f"mask must be a bool tensor (B, {self.num_tokens}) or (B, {grid}, {grid}) for B = "
+                             f"{batch}, got {mask.dtype} {tuple(mask.shape)}")
+        if concepts.shape[:1] != (batch,):
+            raise ValueError(f"concepts has batch size {concepts.shape[0]} but latents has {batch}")
+        drop_mask = self.training_drop_mask(concepts, drop_mask)
+        concept_tokens = self.concept_embedding(concepts, concept_values, drop_mask)
+        tokens = self.input_projection(latents.flatten(2).transpose(1, 2))
+        tokens = torch.where(mask.unsqueeze(-1), self.mask_embedding.to(tokens.dtype), tokens)
+        hidden = torch.cat([concept_tokens.to(tokens.dtype), tokens], dim=1) + self.position_embedding
+        for block in self.blocks:
+            hidden = block(hidden)
+        out = self.head(self.norm_out(hidden[:, self.num_concepts :]))
+        k = self.config.num_mixtures
+        logits, means, log_scales = out.split([k, k * channels, k * channels], dim=-1)
+        means = means.reshape(batch, self.num_tokens, k, channels)
+        log_scales = log_scales.reshape(batch, self.num_tokens, k, channels)
+        if not return_dict:
+            return logits, means, log_scales
+        return GIVTTransformerOutput(logits=logits, means=means, log_scales=log_scales)
+
+    def masked_nll(self, output: GIVTTransformerOutput, latents: torch.Tensor, mask: torch.BoolTensor) -> torch.Tensor:
+        """GIVT's training loss: the mean negative log-likelihood per masked token and channel (nats) of the
+        standardized ``latents`` ``(B, C, g, g)`` under ``output``."""
+        targets = latents.flatten(2).transpose(1, 2)
+        log_prob = mixture_log_prob(output.logits, output.means, output.log_scales, targets)
+        mask = mask.reshape(log_prob.shape)
+        if not mask.any():
+            raise ValueError("masked_nll needs at least one masked token")
+        return -(log_prob[mask]).mean() / self.config.latent_channels

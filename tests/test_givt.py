@@ -1,0 +1,138 @@
+"""GIVT's Gaussian-mixture output and the masked transformer that predicts it: exact densities, a one-component fit
+that recovers a Gaussian, a tiny model that learns per-class latents, save/load round trips and refused input."""
+
+import math
+
+import pytest
+import torch
+
+from compgen.concepts import shapes_space
+from compgen.models.gaussian_mixture import mixture_log_prob, mixture_sample
+from compgen.models.givt_transformer import GIVTTransformer
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+SPACE = shapes_space()
+
+
+def _model(**kwargs) -> GIVTTransformer:
+    torch.manual_seed(0)
+    options = dict(concept_space=SPACE.to_pairs(), latent_channels=3, grid_size=2, num_mixtures=2, hidden_size=32,
+                   num_layers=1, num_heads=2)
+    return GIVTTransformer(**(options | kwargs))
+
+
+def test_mixture_log_prob_is_the_mixture_density():
+    torch.manual_seed(0)
+    logits, means, log_scales = torch.randn(5, 3), torch.randn(5, 3, 2), 0.3 * torch.randn(5, 3, 2)
+    targets = torch.randn(5, 2)
+    reference = torch.distributions.MixtureSameFamily(
+        torch.distributions.Categorical(logits=logits),
+        torch.distributions.Independent(torch.distributions.Normal(means, log_scales.exp()), 1))
+    torch.testing.assert_close(mixture_log_prob(logits, means, log_scales, targets), reference.log_prob(targets))
+    with pytest.raises(ValueError, match="a mixture needs"):
+        mixture_log_prob(logits, means, log_scales, torch.randn(5, 3))
+
+
+def test_a_one_component_fit_recovers_a_gaussians_mean_and_variance():
+    generator = torch.Generator().manual_seed(0)
+    data = torch.tensor([1.5, -2.0]) + torch.tensor([0.5, 2.0]) * torch.randn(4000, 2, generator=generator)
+    means = torch.zeros(1, 2, requires_grad=True)
+    log_scales = torch.zeros(1, 2, requires_grad=True)
+    optimizer = torch.optim.Adam([means, log_scales], lr=0.05)
+    for _ in range(600):
+        loss = -mixture_log_prob(torch.zeros(len(data), 1), means.expand(len(data), 1, 2),
+                                 log_scales.expand(len(data), 1, 2), data).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    torch.testing.assert_close(means.detach()[0], data.mean(0), atol=0.02, rtol=0)
+    torch.testing.assert_close(log_scales.detach()[0].exp().square(), data.var(0), rtol=0.03, atol=0)
+
+
+def test_mixture_samples_follow_the_weights_and_temperature():
+    logits = torch.tensor([[math.log(0.8), math.log(0.2)]]).expand(20000, 2)
+    means = torch.tensor([[[-3.0], [3.0]]]).expand(20000, 2, 1)
+    log_scales = torch.full((20000, 2, 1), math.log(0.5))
+    samples = mixture_sample(logits, means, log_scales, generator=torch.Generator().manual_seed(0))[:, 0]
+    assert abs(float((samples > 0).float().mean()) - 0.2) < 0.01
+    assert abs(float(samples[samples < 0].std()) - 0.5) < 0.02
+    cold = mixture_sample(logits, means, log_scales, temperature=0.0, generator=torch.Generator().manual_seed(0))
+    assert set(cold[:, 0].tolist()) == {-3.0, 3.0}
+    same = mixture_sample(logits, means, log_scales, generator=torch.Generator().manual_seed(0))[:, 0]
+    torch.testing.assert_close(same, samples)
+    with pytest.raises(ValueError, match="temperature"):
+        mixture_sample(logits, means, log_scales, temperature=-1.0)
+
+
+def test_the_model_outputs_a_mixture_per_token_and_starts_as_unit_gaussians():
+    model = _model()
+    latents, mask = torch.randn(4, 3, 2, 2), torch.rand(4, 4) < 0.5
+    out = model(latents, mask, torch.zeros(4, 3, dtype=torch.long))
+    assert out.logits.shape == (4, 4, 2) and out.means.shape == out.log_scales.shape == (4, 4, 2, 3)
+    assert float(out.means.abs().max()) == 0.0 and float(out.log_scales.abs().max()) == 0.0
+    mask[0, 0] = True
+    nll = model.masked_nll(out, latents, mask)
+    expected = 0.5 * math.log(2 * math.pi) + 0.5 * latents.flatten(2).transpose(1, 2)[mask].square().mean()
+    torch.testing.assert_close(nll, expected)
+    # Visible tokens are read, masked ones are not.
+    changed = latents.clone()
+    changed.flatten(2).transpose(1, 2)[mask] += 5.0
+    torch.testing.assert_close(model(changed, mask, torch.zeros(4, 3, dtype=torch.long)).logits, out.logits)
+
+
+def test_a_tiny_model_learns_the_latents_of_each_class():
+    """Each class has one fixed latent grid; trained on fully masked grids, the mixture's mean reaches most of them.
+    Likelihood training fits tokens unevenly (a token it has not fit yet keeps a wide scale and costs little), so the
+    check is on the median token and the likelihood, not the worst token."""
+    model = _model(num_mixtures=1, position_embedding_std=1.0, hidden_size=64, num_layers=2)
+    classes = torch.tensor(SPACE.all_classes())
+    targets = torch.randn(len(classes), 3, 2, 2, generator=torch.Generator().manual_seed(1))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    mask = torch.ones(len(classes), 4, dtype=torch.bool)
+    first = None
+    for _ in range(1000):
+        loss = model.masked_nll(model(targets, mask, classes), targets, mask)
+        first = float(loss) if first is None else first
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    with torch.no_grad():
+        out = model(torch.zeros_like(targets), mask, classes)
+    drawn = mixture_sample(out.logits, out.means, out.log_scales, temperature=0.0)
+    error = (drawn - targets.flatten(2).transpose(1, 2)).abs()
+    assert first > 1.0 and float(loss) < -1.0
+    assert float(error.median()) < 0.05
+
+
+def test_save_and_load_give_identical_outputs(tmp_path):
+    model = _model(conditioning="full", continuous_concepts={"size": [[2.7], [1.6]]}, latent_mean=[0.1, 0.2, 0.3],
+                   latent_std=[1.0, 2.0, 3.0]).eval()
+    model.save_pretrained(tmp_path)
+    loaded = GIVTTransformer.from_pretrained(tmp_path).eval()
+    latents, mask = torch.randn(3, 3, 2, 2), torch.rand(3, 2, 2) < 0.5
+    concepts = torch.tensor([[0, 1, 1], [1, 0, 0], [1, 1, 1]])
+    with torch.no_grad():
+        for a, b in zip(model(latents, mask, concepts, return_dict=False),
+                        loaded(latents, mask, concepts, return_dict=False), strict=True):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+    torch.testing.assert_close(loaded.denormalize_latents(loaded.normalize_latents(latents)), latents)
+
+
+def test_bad_input_is_refused_with_the_problem_named():
+    model = _model()
+    concepts = torch.zeros(2, 3, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"latents must be \(B, 3, 2, 2\)"):
+        model(torch.randn(2, 4, 2, 2), torch.zeros(2, 4, dtype=torch.bool), concepts)
+    with pytest.raises(ValueError, match="mask must be a bool tensor"):
+        model(torch.randn(2, 3, 2, 2), torch.zeros(2, 4), concepts)
+    with pytest.raises(ValueError, match="concepts has batch size"):
+        model(torch.randn(2, 3, 2, 2), torch.zeros(2, 4, dtype=torch.bool), torch.zeros(3, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match="at least one masked token"):
+        out = model(torch.randn(2, 3, 2, 2), torch.zeros(2, 4, dtype=torch.bool), concepts)
+        model.masked_nll(out, torch.randn(2, 3, 2, 2), torch.zeros(2, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="num_mixtures"):
+        _model(num_mixtures=0)
+    with pytest.raises(ValueError, match="latent_std must hold 3 values"):
+        _model(latent_std=[1.0])
