@@ -1,11 +1,16 @@
 """GIVT's Gaussian-mixture output and the masked transformer that predicts it: exact densities, a one-component fit
 that recovers a Gaussian, a tiny model that learns per-class latents, save/load round trips and refused input."""
 
+import json
 import math
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+from diffusers import DiffusionPipeline
 
+from compgen import GIVTPipeline, MaskGITScheduler
 from compgen.concepts import shapes_space
 from compgen.models.gaussian_mixture import mixture_log_prob, mixture_sample
 from compgen.models.givt_transformer import GIVTTransformer
@@ -13,6 +18,7 @@ from compgen.models.givt_transformer import GIVTTransformer
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 SPACE = shapes_space()
+ENTRY_FILE = Path(__file__).resolve().parents[1] / "pipelines" / "givt.py"
 
 
 def _model(**kwargs) -> GIVTTransformer:
@@ -136,3 +142,53 @@ def test_bad_input_is_refused_with_the_problem_named():
         _model(num_mixtures=0)
     with pytest.raises(ValueError, match="latent_std must hold 3 values"):
         _model(latent_std=[1.0])
+
+
+def _pipe(kl: bool = False):
+    from compgen.models.kl_tokenizer import build_kl_tokenizer
+    from compgen.models.vq_tokenizer import build_vq_tokenizer
+
+    torch.manual_seed(0)
+    if kl:
+        tokenizer = build_kl_tokenizer(28, block_out_channels=(8, 8, 8), latent_channels=3, norm_num_groups=4).eval()
+    else:
+        tokenizer = build_vq_tokenizer(28, block_out_channels=(8, 8, 8), num_vq_embeddings=32, vq_embed_dim=3,
+                                       norm_num_groups=4).eval()
+    transformer = _model(grid_size=7, latent_mean=[0.1, 0.0, -0.1], latent_std=[1.0, 0.5, 2.0]).eval()
+    with torch.no_grad():  # give the zero-initialised head weights, so that samples depend on the conditioning
+        transformer.head.weight.normal_(std=0.1)
+    pipe = GIVTPipeline(vqvae=None if kl else tokenizer, vae=tokenizer if kl else None, transformer=transformer,
+                        scheduler=MaskGITScheduler(mask_token_id=0))
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+@pytest.mark.parametrize("kl", [False, True], ids=["vq", "kl"])
+def test_pipeline_is_deterministic_and_round_trips_through_save_and_the_hub_entry_file(tmp_path, kl):
+    pipe = _pipe(kl)
+    kwargs = dict(num_inference_steps=4, output_type="np")
+    first = pipe(["111", "000"], generator=torch.Generator().manual_seed(1), **kwargs).images
+    assert first.shape == (2, 28, 28, 3) and 0 <= first.min() and first.max() <= 1
+    np.testing.assert_array_equal(first, pipe(["111", "000"], generator=torch.Generator().manual_seed(1),
+                                              **kwargs).images)
+    assert not np.array_equal(first, pipe(["111", "000"], generator=torch.Generator().manual_seed(2),
+                                          **kwargs).images)
+    pipe.save_pretrained(tmp_path / "givt")
+    index = json.loads((tmp_path / "givt" / "model_index.json").read_text())
+    assert index["transformer"] == ["compgen.models.givt_transformer", "GIVTTransformer"]
+    for loaded in (GIVTPipeline.from_pretrained(tmp_path / "givt"),
+                   DiffusionPipeline.from_pretrained(tmp_path / "givt", custom_pipeline=str(ENTRY_FILE),
+                                                     trust_remote_code=True)):
+        loaded.set_progress_bar_config(disable=True)
+        again = loaded(["111", "000"], generator=torch.Generator().manual_seed(1), **kwargs).images
+        np.testing.assert_array_equal(first, again)
+
+
+def test_pipeline_refuses_bad_options():
+    pipe = _pipe()
+    with pytest.raises(ValueError, match="temperature"):
+        pipe("111", temperature=-0.5)
+    with pytest.raises(ValueError, match="num_inference_steps"):
+        pipe("111", num_inference_steps=None)
+    with pytest.raises(ValueError, match="exactly one tokenizer"):
+        GIVTPipeline(vqvae=None, vae=None, transformer=pipe.transformer, scheduler=pipe.scheduler)

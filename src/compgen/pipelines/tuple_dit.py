@@ -26,6 +26,32 @@ def check_unclipped_scheduler(scheduler: SchedulerMixin) -> None:
         )
 
 
+def check_tokenizer(vqvae: VQModel | None, vae: AutoencoderKL | None, transformer) -> None:
+    """Exactly one tokenizer, whose latents have the transformer's channel count (the DiT's and GIVT's pipelines)."""
+    if (vqvae is None) == (vae is None):
+        raise ValueError("give exactly one tokenizer: vqvae (a VQModel) or vae (an AutoencoderKL), "
+                         f"got {'both' if vae is not None else 'neither'}")
+    tokenizer = vqvae if vqvae is not None else vae
+    latent_channels = getattr(tokenizer.config, "vq_embed_dim", None) or tokenizer.config.latent_channels
+    if latent_channels != transformer.config.latent_channels:
+        raise ValueError(f"the tokenizer's latents have {latent_channels} channels but the transformer expects "
+                         f"{transformer.config.latent_channels}")
+
+
+def decode_standardized_latents(transformer, vqvae: VQModel | None, vae: AutoencoderKL | None, latents: torch.Tensor,
+                                quantize: bool = True) -> torch.Tensor:
+    """Images in [-1, 1] from a transformer's standardized latents: de-standardized by ``transformer``, then decoded by
+    the KL tokenizer ``vae`` as they are, or by the VQ tokenizer ``vqvae`` after snapping them to its codebook
+    (``quantize=True``, the decoder's training input)."""
+    if vae is not None:
+        return vae.decode(transformer.denormalize_latents(latents).to(vae.dtype)).sample
+    latents = transformer.denormalize_latents(latents).to(vqvae.dtype)
+    if quantize:
+        latents, _, _ = vqvae.quantize(latents)
+    spatial = latents if vqvae.config.norm_type == "spatial" else None  # as VQModel.decode
+    return vqvae.decoder(vqvae.post_quant_conv(latents), spatial)
+
+
 class TupleConditionedDiTPipeline(DiffusionPipeline):
     r"""Generate images of concept classes (``"111"``, ``(1, 1, 1)``) by diffusing tokenizer latents.
 
@@ -53,14 +79,7 @@ class TupleConditionedDiTPipeline(DiffusionPipeline):
         vae: AutoencoderKL | None = None,
     ) -> None:
         super().__init__()
-        if (vqvae is None) == (vae is None):
-            raise ValueError("give exactly one tokenizer: vqvae (a VQModel) or vae (an AutoencoderKL), "
-                             f"got {'both' if vae is not None else 'neither'}")
-        tokenizer = vqvae if vqvae is not None else vae
-        latent_channels = getattr(tokenizer.config, "vq_embed_dim", None) or tokenizer.config.latent_channels
-        if latent_channels != transformer.config.latent_channels:
-            raise ValueError(f"the tokenizer's latents have {latent_channels} channels but the transformer expects "
-                             f"{transformer.config.latent_channels}")
+        check_tokenizer(vqvae, vae, transformer)
         check_unclipped_scheduler(scheduler)
         self.register_modules(vqvae=vqvae, transformer=transformer, scheduler=scheduler, vae=vae)
         self.image_processor = VaeImageProcessor(do_resize=False)
@@ -70,14 +89,7 @@ class TupleConditionedDiTPipeline(DiffusionPipeline):
         """Standardized latents ``(B, C, g, g)`` (what the transformer diffuses) -> images: de-standardized, snapped
         to the codebook (``quantize=True``, a VQ tokenizer only; a KL tokenizer has no codebook and ignores it) and
         decoded, as the tokenizer decodes its own latents."""
-        if self.vae is not None:
-            latents = self.transformer.denormalize_latents(latents).to(self.vae.dtype)
-            return self.image_processor.postprocess(self.vae.decode(latents).sample.float(), output_type=output_type)
-        latents = self.transformer.denormalize_latents(latents).to(self.vqvae.dtype)
-        if quantize:
-            latents, _, _ = self.vqvae.quantize(latents)
-        spatial = latents if self.vqvae.config.norm_type == "spatial" else None  # as VQModel.decode
-        image = self.vqvae.decoder(self.vqvae.post_quant_conv(latents), spatial)
+        image = decode_standardized_latents(self.transformer, self.vqvae, self.vae, latents, quantize)
         return self.image_processor.postprocess(image.float(), output_type=output_type)
 
     @torch.no_grad()

@@ -1,0 +1,107 @@
+"""Sampling images of concept classes from a :class:`~compgen.models.givt_transformer.GIVTTransformer` by iterative
+unmasking, decoded by its tokenizer (a VQ or a KL tokenizer)."""
+
+from __future__ import annotations
+
+import torch
+from diffusers import AutoencoderKL, VQModel
+from diffusers.image_processor import VaeImageProcessor
+from diffusers.pipelines.pipeline_utils import DiffusionPipeline, ImagePipelineOutput
+
+from ..models.gaussian_mixture import mixture_sample
+from ..models.givt_transformer import GIVTTransformer
+from ..schedulers.scheduling_maskgit import MaskGITScheduler
+from .concept_inputs import ConceptPrompts, prepare_concept_inputs
+from .denoising import check_sampling_options
+from .tuple_dit import check_tokenizer, decode_standardized_latents
+
+
+class GIVTPipeline(DiffusionPipeline):
+    r"""Generate images of concept classes (``"111"``, ``(1, 1, 1)``) with GIVT's masked decoding.
+
+    Every token starts masked. At each of ``num_inference_steps`` steps the transformer predicts a Gaussian mixture
+    for every token; the tokens to reveal (as many as MaskGIT's schedule, ``scheduler``'s ``num_masked_after``, says)
+    are drawn in a random order, as continuous tokens carry no confidence to rank them by, and their latents are
+    sampled from their mixtures. The final latents decode through the tokenizer: snapped to a VQ tokenizer's codebook
+    (``quantize=True``) or decoded as they are by a KL tokenizer (``vae``).
+
+    Args:
+        vqvae: The frozen VQ tokenizer whose pre-quantization latents the transformer models, or ``None`` with ``vae``.
+        transformer: The GIVT transformer.
+        scheduler: A :class:`~compgen.schedulers.MaskGITScheduler` for the unmasking schedule (its
+            ``mask_token_id`` is unused: tokens are continuous).
+        vae: The frozen KL tokenizer instead of ``vqvae``; exactly one of the two is given.
+    """
+
+    model_cpu_offload_seq = "transformer->vqvae->vae"
+    _optional_components = ["vqvae", "vae"]
+
+    def __init__(self, vqvae: VQModel | None, transformer: GIVTTransformer, scheduler: MaskGITScheduler,
+                 vae: AutoencoderKL | None = None) -> None:
+        super().__init__()
+        check_tokenizer(vqvae, vae, transformer)
+        self.register_modules(vqvae=vqvae, transformer=transformer, scheduler=scheduler, vae=vae)
+        self.image_processor = VaeImageProcessor(do_resize=False)
+
+    @torch.no_grad()
+    def __call__(
+        self,
+        concepts: ConceptPrompts,
+        num_images_per_prompt: int = 1,
+        num_inference_steps: int = 12,
+        temperature: float = 1.0,
+        generator: torch.Generator | None = None,
+        output_type: str = "pil",
+        return_dict: bool = True,
+        concept_values: torch.Tensor | None = None,
+        quantize: bool = True,
+    ) -> ImagePipelineOutput | tuple:
+        r"""Sample ``num_images_per_prompt`` images of each concept class.
+
+        Args:
+            concepts: ``"111"``, ``(1, 1, 1)``, ``{"shape": "triangle", ...}`` or a list of those.
+            num_images_per_prompt: Images per class; each class's images are listed together, in order.
+            num_inference_steps: Unmasking steps (MaskGIT's 8-12).
+            temperature: Scale of every mixture component's standard deviation when a token is sampled (1: the
+                mixture itself; 0: the mean of a component drawn by its weight).
+            generator: A CPU ``torch.Generator`` for the reveal order and the token samples (reproducibility).
+            output_type: ``"pil"``, ``"np"`` (``(B, H, W, 3)`` floats in [0, 1]) or ``"pt"`` (``(B, 3, H, W)``).
+            return_dict: Return an :class:`ImagePipelineOutput` rather than a tuple.
+            concept_values: ``full``-conditioning transformers only: continuous values ``(num_prompts, D)`` or
+                ``(num_prompts * num_images_per_prompt, D)``; ``None`` uses the canonical class values.
+            quantize: Snap the latents to a VQ tokenizer's codebook before decoding (ignored with a KL tokenizer).
+        """
+        check_sampling_options(output_type, num_inference_steps)
+        if num_inference_steps is None:
+            raise ValueError("num_inference_steps must be a positive integer (GIVT has no training steps to use)")
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        device = self._execution_device
+        inputs = prepare_concept_inputs(self.transformer, concepts, num_images_per_prompt, 1.0, concept_values,
+                                        device=device)
+        config = self.transformer.config
+        batch, length = inputs.batch_size, config.grid_size**2
+        latents = torch.zeros(batch, config.latent_channels, config.grid_size, config.grid_size, device=device,
+                              dtype=self.transformer.dtype)
+        masked = torch.ones(batch, length, dtype=torch.bool, device=device)
+        self.scheduler.set_timesteps(num_inference_steps, device=device)
+        num_masked = length
+        for step in self.progress_bar(range(num_inference_steps)):
+            out = self.transformer(latents, masked, **inputs.model_kwargs)
+            remaining = self.scheduler.num_masked_after(step, length, num_masked)
+            # Reveal (num_masked - remaining) masked tokens per image, in a random order.
+            scores = torch.rand(batch, length, generator=generator).to(device).masked_fill(~masked, -1.0)
+            reveal = torch.zeros_like(masked).scatter_(1, scores.topk(num_masked - remaining, dim=1).indices, True)
+            values = mixture_sample(out.logits, out.means, out.log_scales, temperature, generator)
+            tokens = latents.flatten(2).transpose(1, 2)
+            tokens = torch.where(reveal.unsqueeze(-1), values.to(tokens.dtype), tokens)
+            latents = tokens.transpose(1, 2).reshape(latents.shape)
+            masked &= ~reveal
+            num_masked = remaining
+
+        image = decode_standardized_latents(self.transformer, self.vqvae, self.vae, latents, quantize)
+        image = self.image_processor.postprocess(image.float(), output_type=output_type)
+        self.maybe_free_model_hooks()
+        if not return_dict:
+            return (image,)
+        return ImagePipelineOutput(images=image)
