@@ -48,3 +48,17 @@ def small_training_data(name: str, cache_dir, **config):
     from compgen.data.loading import training_data_from
 
     return training_data_from(build_concept_graph_dataset(name, cache_dir=str(cache_dir), **config))
+
+
+@pytest.fixture(scope="module")
+def dataset_dir(tmp_path_factory):
+    """A tiny H32-train1 split in Hub layout (Parquet per split), as --dataset DIR for the token models' scripts."""
+    from compgen.data.concept_graph_builder import build_concept_graph_dataset
+
+    root = tmp_path_factory.mktemp("tiny-h32-tokens")
+    dataset = build_concept_graph_dataset("tiny-kl", cache_dir=str(root / "cache"), split_preset="H32-train1",
+                                          images_per_class=16, test_images_per_class=2)
+    (root / "data").mkdir()
+    for split, data in dataset.items():
+        data.to_parquet(str(root / "data" / f"{split}-00000-of-00001.parquet"))
+    return root

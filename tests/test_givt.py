@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 from diffusers import DiffusionPipeline
+from test_kl_tokenizer import TINY
 
 from compgen import GIVTPipeline, MaskGITScheduler
 from compgen.concepts import shapes_space
@@ -192,3 +193,28 @@ def test_pipeline_refuses_bad_options():
         pipe("111", num_inference_steps=None)
     with pytest.raises(ValueError, match="exactly one tokenizer"):
         GIVTPipeline(vqvae=None, vae=None, transformer=pipe.transformer, scheduler=pipe.scheduler)
+
+
+@pytest.mark.usefixtures("fresh_accelerator_state")
+@pytest.mark.parametrize("tokenizer", ["vq", "kl"])
+def test_train_givt_end_to_end(dataset_dir, tmp_path, tokenizer):
+    """The script on a tiny split: tokenizer first, then GIVT, an evaluation, the card, and a pipeline that loads."""
+    from repo_scripts import load_repo_script
+
+    from compgen.evaluation.probes import ConceptProbes
+
+    script = load_repo_script("examples/train_givt.py")
+    output = tmp_path / f"givt-{tokenizer}"
+    torch.manual_seed(0)  # untrained probes: the evaluation runs, its accuracy is moot
+    ConceptProbes(SPACE.to_dict(), image_size=28, probe_type="linear").save_pretrained(tmp_path / "probes")
+    script.main(["--dataset", str(dataset_dir), "--output_dir", str(output), *TINY, "--tokenizer", tokenizer,
+                 "--num_mixtures", "2", "--max_train_steps", "2", "--eval_steps", "2", "--eval_images_per_class",
+                 "2", "--eval_inference_steps", "2", "--probes_path", str(tmp_path / "probes")])
+    records = [json.loads(line) for line in (output / "learning_dynamics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [2] and records[0]["sampling"]["temperature"] == 1.0
+    card = (output / "README.md").read_text()
+    assert "GIVTTransformer" in card and "num_mixtures" in card
+    pipe = GIVTPipeline.from_pretrained(output)
+    pipe.set_progress_bar_config(disable=True)
+    assert pipe("111", num_inference_steps=2, output_type="np").images.shape == (1, 28, 28, 3)
+    assert pipe.transformer.config.num_mixtures == 2

@@ -12,7 +12,6 @@ from diffusers import AutoencoderKL, DDPMScheduler, VQModel
 from repo_scripts import load_repo_script
 
 from compgen import TupleConditionedDiT, TupleConditionedDiTPipeline, get_split_preset
-from compgen.data.concept_graph_builder import build_concept_graph_dataset
 from compgen.evaluation.probes import ConceptProbes
 from compgen.evaluation.tokenizer_report import reconstruct, reconstruction_markdown, reconstruction_report
 from compgen.images import uint8_to_signed
@@ -176,18 +175,6 @@ def test_a_vq_pipeline_saved_before_the_kl_component_still_loads(tmp_path):
 TINY = ["--train_batch_size", "16", "--hidden_size", "16", "--num_layers", "2", "--num_heads", "2",
         "--vq_block_out_channels", "8,8,8", "--vq_embed_dim", "4", "--vq_steps", "3", "--learning_rate", "3e-3",
         "--logging_steps", "2", "--eval_inference_steps", "2", "--seed", "0", "--mixed_precision", "no"]
-
-
-@pytest.fixture(scope="module")
-def dataset_dir(tmp_path_factory):
-    """A tiny H32-train1 split in Hub layout (Parquet per split), as --dataset DIR."""
-    root = tmp_path_factory.mktemp("tiny-h32-kl")
-    dataset = build_concept_graph_dataset("tiny-kl", cache_dir=str(root / "cache"), split_preset="H32-train1",
-                                          images_per_class=16, test_images_per_class=2)
-    (root / "data").mkdir()
-    for split, data in dataset.items():
-        data.to_parquet(str(root / "data" / f"{split}-00000-of-00001.parquet"))
-    return root
 
 
 def test_maskgit_refuses_a_kl_tokenizer(tmp_path, capsys):
