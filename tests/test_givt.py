@@ -193,6 +193,10 @@ def test_pipeline_refuses_bad_options():
         pipe("111", num_inference_steps=None)
     with pytest.raises(ValueError, match="exactly one tokenizer"):
         GIVTPipeline(vqvae=None, vae=None, transformer=pipe.transformer, scheduler=pipe.scheduler)
+    guided = GIVTPipeline(vqvae=pipe.vqvae, transformer=_model(grid_size=7, concept_dropout=0.1).eval(),
+                          scheduler=pipe.scheduler)
+    with pytest.raises(ValueError, match="guidance of a Gaussian mixture"):
+        guided("111", guidance_scale=2.0)
 
 
 @pytest.mark.usefixtures("fresh_accelerator_state")

@@ -35,6 +35,8 @@ from diffusers import DDPMScheduler
 from diffusers.pipelines.pipeline_utils import DiffusionPipeline
 
 from compgen import (
+    GIVTPipeline,
+    GIVTTransformer,
     MaskGITPipeline,
     MaskGITScheduler,
     MaskGITTransformer,
@@ -146,6 +148,28 @@ def dit_forward(model: TupleConditionedDiT, inputs: ConceptInputs) -> torch.Tens
     return model(latents, TIMESTEP, **inputs.model_kwargs).sample
 
 
+def givt() -> GIVTTransformer:
+    torch.manual_seed(0)
+    model = GIVTTransformer(SPACE.to_dict(), latent_channels=4, grid_size=GRID, num_mixtures=2, hidden_size=16,
+                            num_layers=2, num_heads=2, conditioning="full",
+                            continuous_concepts=shapes_continuous_concepts(SPACE), latent_mean=[0.1, 0.0, -0.1, 0.2],
+                            latent_std=[1.0, 0.5, 2.0, 1.0]).eval()
+    with torch.no_grad():  # the output head starts at zero, blind to its inputs: give it weights
+        model.head.weight.normal_(std=0.1)
+    return model
+
+
+def givt_pipeline(model: GIVTTransformer) -> DiffusionPipeline:
+    return GIVTPipeline(vqvae=tokenizer(), transformer=model, scheduler=MaskGITScheduler(0))
+
+
+def givt_forward(model: GIVTTransformer, inputs: ConceptInputs) -> torch.Tensor:
+    device = inputs.concepts.device
+    latents = fixed((inputs.batch_size, 4, GRID, GRID), device)
+    mask = fixed((inputs.batch_size, GRID * GRID), device, seed=2) > 0
+    return model(latents, mask, **inputs.model_kwargs).means
+
+
 @dataclass(frozen=True)
 class Family:
     """One row of the table."""
@@ -169,6 +193,9 @@ FAMILIES = [
     pytest.param(Family(maskgit, maskgit_pipeline, maskgit_forward), id="maskgit"),
     pytest.param(Family(dit, dit_pipeline, dit_forward), id="tuple-dit"),
     pytest.param(Family(dit, dit_kl_pipeline, dit_forward), id="tuple-dit-kl"),
+    pytest.param(Family(givt, givt_pipeline, givt_forward,
+                        no_guidance="GIVT's pipeline has no guidance of its mixtures: trained without null concepts, "
+                                    "guidance_scale != 1 is refused"), id="givt"),
 ]
 
 
@@ -185,6 +212,7 @@ def predict(family: Family, model: torch.nn.Module, prompts=PROMPTS, **kwargs) -
 
 
 def pipeline_model(pipe: DiffusionPipeline) -> torch.nn.Module:
+    """The concept-conditioned model of a pipeline."""
     return pipe.unet if isinstance(pipe, TupleConditionedDDPMPipeline) else pipe.transformer
 
 

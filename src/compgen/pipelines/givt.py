@@ -50,6 +50,7 @@ class GIVTPipeline(DiffusionPipeline):
         num_images_per_prompt: int = 1,
         num_inference_steps: int = 12,
         temperature: float = 1.0,
+        guidance_scale: float = 1.0,
         generator: torch.Generator | None = None,
         output_type: str = "pil",
         return_dict: bool = True,
@@ -64,6 +65,8 @@ class GIVTPipeline(DiffusionPipeline):
             num_inference_steps: Unmasking steps (MaskGIT's 8-12).
             temperature: Scale of every mixture component's standard deviation when a token is sampled (1: the
                 mixture itself; 0: the mean of a component drawn by its weight).
+            guidance_scale: Only 1 (no guidance): classifier-free guidance of a mixture (GIVT's distribution-based
+                guidance) is not built; other values are refused.
             generator: A CPU ``torch.Generator`` for the reveal order and the token samples (reproducibility).
             output_type: ``"pil"``, ``"np"`` (``(B, H, W, 3)`` floats in [0, 1]) or ``"pt"`` (``(B, 3, H, W)``).
             return_dict: Return an :class:`ImagePipelineOutput` rather than a tuple.
@@ -77,8 +80,11 @@ class GIVTPipeline(DiffusionPipeline):
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {temperature}")
         device = self._execution_device
-        inputs = prepare_concept_inputs(self.transformer, concepts, num_images_per_prompt, 1.0, concept_values,
-                                        device=device)
+        inputs = prepare_concept_inputs(self.transformer, concepts, num_images_per_prompt, guidance_scale,
+                                        concept_values, device=device)
+        if inputs.do_classifier_free_guidance:
+            raise ValueError(f"guidance_scale {guidance_scale}: classifier-free guidance of a Gaussian mixture "
+                             "(GIVT's distribution-based guidance) is not built; sample with guidance_scale=1")
         config = self.transformer.config
         batch, length = inputs.batch_size, config.grid_size**2
         latents = torch.zeros(batch, config.latent_channels, config.grid_size, config.grid_size, device=device,
