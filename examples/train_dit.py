@@ -23,18 +23,17 @@ from pathlib import Path
 import torch
 
 from compgen import TupleConditionedDiT
-from compgen.models.vq_tokenizer import token_grid_size
 from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
-from compgen.training.dit_task import DiTTask, latent_statistics, precompute_latents
+from compgen.training.dit_task import DiTTask
 from compgen.training.script import prepare_run
 from compgen.training.tokenizer_first import (
     TOKEN_TRANSFORMER_PRESETS,
-    add_token_transformer_arguments,
+    add_latent_transformer_arguments,
     add_tokenizer_first_arguments,
     check_tokenizer_first_arguments,
     check_transformer_arguments,
+    latent_transformer_options,
     load_or_train_tokenizer,
-    token_transformer_options,
 )
 
 PRESETS = {
@@ -52,34 +51,23 @@ def check_arguments(args: argparse.Namespace) -> None:
     check_transformer_arguments(args)
     if args.num_train_timesteps < 1 or args.eval_inference_steps < 1:
         raise ValueError("--num_train_timesteps and --eval_inference_steps must be at least 1")
-    if not args.position_embedding_std > 0:
-        raise ValueError(f"--position_embedding_std must be positive, got {args.position_embedding_std}")
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_tokenizer_first_arguments(parser, allow_kl=True)
-    model = add_token_transformer_arguments(parser, "diffusion transformer")
+    model = add_latent_transformer_arguments(parser, "diffusion transformer")
     model.add_argument("--num_train_timesteps", type=int, default=500)
     model.add_argument("--prediction_type", default="epsilon", choices=["epsilon", "v_prediction", "sample"])
     model.add_argument("--eval_inference_steps", type=int, default=20)
-    model.add_argument("--position_embedding_std", type=float, default=0.02,
-                       help="init std of the learned position embedding (0.02: ViT's; 1.0: the image tokens' scale)")
     args, config, run = prepare_run(parser, PRESETS, argv, validate=check_arguments)
 
     tokenizer, report = load_or_train_tokenizer(args, run, Path(config.output_dir))
     with run.profile.phase("startup: model and task (latents, transformer)"):
-        latents = precompute_latents(tokenizer, run.train_data.images)
-        mean, std = latent_statistics(latents)
+        latents, options = latent_transformer_options(args, run, tokenizer)
 
         torch.manual_seed(config.seed)  # the initial weights are a function of --seed, so runs repeat exactly
-        transformer = TupleConditionedDiT(
-            **token_transformer_options(args, run, token_grid_size(tokenizer)),
-            latent_channels=latents.shape[1],
-            latent_mean=mean,
-            latent_std=std,
-            position_embedding_std=args.position_embedding_std,
-        )
+        transformer = TupleConditionedDiT(**options)
         # The U-Net's schedule, without clipping: standardized latents are not bounded by [-1, 1] (clipping them turned
         # every sample into a blue smear).
         scheduler = paper_ddpm_scheduler(args.num_train_timesteps, args.prediction_type, clip_sample=False)

@@ -18,18 +18,16 @@ from pathlib import Path
 import torch
 
 from compgen import GIVTTransformer, MaskGITScheduler
-from compgen.models.vq_tokenizer import token_grid_size
-from compgen.training.dit_task import latent_statistics, precompute_latents
 from compgen.training.givt_task import GIVTTask
 from compgen.training.script import prepare_run
 from compgen.training.tokenizer_first import (
     TOKEN_TRANSFORMER_PRESETS,
-    add_token_transformer_arguments,
+    add_latent_transformer_arguments,
     add_tokenizer_first_arguments,
     check_tokenizer_first_arguments,
     check_transformer_arguments,
+    latent_transformer_options,
     load_or_train_tokenizer,
-    token_transformer_options,
 )
 
 PRESETS = {
@@ -50,36 +48,24 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise ValueError("--num_mixtures and --eval_inference_steps must be at least 1")
     if args.eval_temperature < 0:
         raise ValueError(f"--eval_temperature must be >= 0, got {args.eval_temperature}")
-    if not args.position_embedding_std > 0:
-        raise ValueError(f"--position_embedding_std must be positive, got {args.position_embedding_std}")
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_tokenizer_first_arguments(parser, allow_kl=True)
-    model = add_token_transformer_arguments(parser, "GIVT transformer")
+    model = add_latent_transformer_arguments(parser, "GIVT transformer")
     model.add_argument("--num_mixtures", type=int, default=8, help="Gaussian mixture components per token")
     model.add_argument("--masking_schedule", default="cosine", choices=["cosine", "linear", "square", "arccos"])
     model.add_argument("--eval_inference_steps", type=int, default=12)
     model.add_argument("--eval_temperature", type=float, default=1.0,
                        help="scale of the mixtures' standard deviations when sampling (1: the mixtures themselves)")
-    model.add_argument("--position_embedding_std", type=float, default=0.02,
-                       help="init std of the learned position embedding (0.02: ViT's; 1.0: the image tokens' scale)")
     args, config, run = prepare_run(parser, PRESETS, argv, validate=check_arguments)
 
     tokenizer, report = load_or_train_tokenizer(args, run, Path(config.output_dir))
     with run.profile.phase("startup: model and task (latents, transformer)"):
-        latents = precompute_latents(tokenizer, run.train_data.images)
-        mean, std = latent_statistics(latents)
+        latents, options = latent_transformer_options(args, run, tokenizer)
         torch.manual_seed(config.seed)  # the initial weights are a function of --seed, so runs repeat exactly
-        transformer = GIVTTransformer(
-            **token_transformer_options(args, run, token_grid_size(tokenizer)),
-            latent_channels=latents.shape[1],
-            num_mixtures=args.num_mixtures,
-            latent_mean=mean,
-            latent_std=std,
-            position_embedding_std=args.position_embedding_std,
-        )
+        transformer = GIVTTransformer(**options, num_mixtures=args.num_mixtures)
         scheduler = MaskGITScheduler(mask_token_id=0, masking_schedule=args.masking_schedule)  # no token ids in GIVT
         task = GIVTTask(transformer, tokenizer, scheduler, latents, eval_inference_steps=args.eval_inference_steps,
                         eval_temperature=args.eval_temperature, tokenizer_report=report)

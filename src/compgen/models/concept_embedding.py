@@ -289,6 +289,13 @@ class ConceptConditionedMixin:
         check_conditioning(conditioning, continuous_concepts, concept_dropout)
         return space
 
+    def _concept_tokens(self, space: ConceptSpace, hidden_size: int) -> ConceptEmbedding:
+        """The concept-token embedding of a token transformer, as its config's conditioning options ask: continuous
+        values in ``full`` mode, null tokens when concepts are dropped in training."""
+        config = self.config
+        values = config.continuous_concepts if config.conditioning == "full" else None
+        return ConceptEmbedding(space, hidden_size, continuous_concepts=values, use_null=config.concept_dropout > 0)
+
     def training_drop_mask(self, concepts: torch.Tensor, drop_mask: torch.Tensor | None) -> torch.Tensor | None:
         """``drop_mask`` as given; in training mode with ``concept_dropout > 0`` and none given, one drawn at that rate
         (pass a mask drawn from a generator for reproducible training, as the training tasks do)."""

@@ -19,9 +19,10 @@ from diffusers.models.modeling_utils import ModelMixin
 from diffusers.utils import BaseOutput
 from torch import nn
 
-from .concept_embedding import ConceptConditionedMixin, ConceptEmbedding
+from .concept_embedding import ConceptConditionedMixin
 from .gaussian_mixture import mixture_log_prob
 from .maskgit_transformer import transformer_blocks
+from .standardized_latents import StandardizedLatentsMixin, check_latent_statistics
 
 
 @dataclass
@@ -34,7 +35,7 @@ class GIVTTransformerOutput(BaseOutput):
     log_scales: torch.Tensor
 
 
-class GIVTTransformer(ConceptConditionedMixin, ModelMixin, ConfigMixin):
+class GIVTTransformer(StandardizedLatentsMixin, ConceptConditionedMixin, ModelMixin, ConfigMixin):
     r"""Predicts a Gaussian mixture over every image token's latent from a partially masked latent grid and a concept
     tuple.
 
@@ -80,11 +81,7 @@ class GIVTTransformer(ConceptConditionedMixin, ModelMixin, ConfigMixin):
             raise ValueError(f"hidden_size {hidden_size} must be divisible by num_heads {num_heads}")
         if min(num_layers, latent_channels, grid_size, num_mixtures) < 1:
             raise ValueError("num_layers, latent_channels, grid_size and num_mixtures must be at least 1")
-        for name, values in (("latent_mean", latent_mean), ("latent_std", latent_std)):
-            if values is not None and len(values) != latent_channels:
-                raise ValueError(f"{name} must hold {latent_channels} values (one per channel), got {len(values)}")
-        if latent_std is not None and min(latent_std) <= 0:
-            raise ValueError("latent_std must be positive")
+        check_latent_statistics(latent_channels, latent_mean, latent_std)
         if not position_embedding_std > 0:
             raise ValueError(f"position_embedding_std must be positive, got {position_embedding_std}")
 
@@ -95,34 +92,13 @@ class GIVTTransformer(ConceptConditionedMixin, ModelMixin, ConfigMixin):
         nn.init.trunc_normal_(self.mask_embedding, std=0.02)
         self.position_embedding = nn.Parameter(torch.zeros(1, self.num_concepts + self.num_tokens, hidden_size))
         nn.init.trunc_normal_(self.position_embedding, std=position_embedding_std)
-        self.concept_embedding = ConceptEmbedding(
-            space,
-            hidden_size,
-            continuous_concepts=continuous_concepts if conditioning == "full" else None,
-            use_null=concept_dropout > 0,
-        )
+        self.concept_embedding = self._concept_tokens(space, hidden_size)
         self.blocks = transformer_blocks(hidden_size, num_layers, num_heads, mlp_ratio, dropout)
         self.norm_out = nn.LayerNorm(hidden_size)
         # Per token: K weights, K means and K log scales over C channels.
         self.head = nn.Linear(hidden_size, num_mixtures * (1 + 2 * latent_channels))
         nn.init.zeros_(self.head.weight)  # start as K equal unit Gaussians at the origin (the latents' statistics)
         nn.init.zeros_(self.head.bias)
-
-    def normalize_latents(self, latents: torch.Tensor) -> torch.Tensor:
-        """Tokenizer latents ``(B, C, g, g)`` -> the standardized latents this model works on."""
-        mean, std = self._latent_statistics(latents)
-        return (latents - mean) / std
-
-    def denormalize_latents(self, latents: torch.Tensor) -> torch.Tensor:
-        """The inverse of :meth:`normalize_latents` (what a pipeline hands to the tokenizer's decoder)."""
-        mean, std = self._latent_statistics(latents)
-        return latents * std + mean
-
-    def _latent_statistics(self, latents: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        channels = self.config.latent_channels
-        mean = torch.tensor(self.config.latent_mean or [0.0] * channels, device=latents.device, dtype=latents.dtype)
-        std = torch.tensor(self.config.latent_std or [1.0] * channels, device=latents.device, dtype=latents.dtype)
-        return mean.view(1, -1, 1, 1), std.view(1, -1, 1, 1)
 
     def forward(
         self,

@@ -19,7 +19,7 @@ from diffusers.models.modeling_utils import ModelMixin
 from diffusers.utils import BaseOutput
 from torch import nn
 
-from .concept_embedding import ConceptConditionedMixin, ConceptEmbedding
+from .concept_embedding import ConceptConditionedMixin
 
 
 def transformer_blocks(hidden_size: int, num_layers: int, num_heads: int, mlp_ratio: float = 4.0,
@@ -94,12 +94,7 @@ class MaskGITTransformer(ConceptConditionedMixin, ModelMixin, ConfigMixin):
         self.token_embedding = nn.Embedding(codebook_size + 1, hidden_size)
         self.position_embedding = nn.Parameter(torch.zeros(1, self.num_concepts + self.num_tokens, hidden_size))
         nn.init.trunc_normal_(self.position_embedding, std=0.02)
-        self.concept_embedding = ConceptEmbedding(
-            space,
-            hidden_size,
-            continuous_concepts=continuous_concepts if conditioning == "full" else None,
-            use_null=concept_dropout > 0,
-        )
+        self.concept_embedding = self._concept_tokens(space, hidden_size)
         self.blocks = transformer_blocks(hidden_size, num_layers, num_heads, mlp_ratio, dropout)
         self.norm_out = nn.LayerNorm(hidden_size)
         self.head = nn.Linear(hidden_size, codebook_size)

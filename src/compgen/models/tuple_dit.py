@@ -20,11 +20,12 @@ from diffusers.models.modeling_utils import ModelMixin
 from diffusers.models.unets.unet_2d import UNet2DOutput
 from torch import nn
 
-from .concept_embedding import ConceptConditionedMixin, ConceptEmbedding, SinusoidalTimesteps, broadcast_timesteps
+from .concept_embedding import ConceptConditionedMixin, SinusoidalTimesteps, broadcast_timesteps
 from .maskgit_transformer import transformer_blocks
+from .standardized_latents import StandardizedLatentsMixin, check_latent_statistics
 
 
-class TupleConditionedDiT(ConceptConditionedMixin, ModelMixin, ConfigMixin):
+class TupleConditionedDiT(StandardizedLatentsMixin, ConceptConditionedMixin, ModelMixin, ConfigMixin):
     r"""Predicts the noise (or velocity) in a grid of continuous latents ``(B, C, g, g)`` given a concept tuple.
 
     Args:
@@ -71,11 +72,7 @@ class TupleConditionedDiT(ConceptConditionedMixin, ModelMixin, ConfigMixin):
             raise ValueError(f"hidden_size {hidden_size} must be divisible by num_heads {num_heads}")
         if num_layers < 1 or latent_channels < 1 or grid_size < 1:
             raise ValueError("num_layers, latent_channels and grid_size must be at least 1")
-        for name, values in (("latent_mean", latent_mean), ("latent_std", latent_std)):
-            if values is not None and len(values) != latent_channels:
-                raise ValueError(f"{name} must hold {latent_channels} values (one per channel), got {len(values)}")
-        if latent_std is not None and min(latent_std) <= 0:
-            raise ValueError("latent_std must be positive")
+        check_latent_statistics(latent_channels, latent_mean, latent_std)
         if not position_embedding_std > 0:
             raise ValueError(f"position_embedding_std must be positive, got {position_embedding_std}")
 
@@ -86,33 +83,12 @@ class TupleConditionedDiT(ConceptConditionedMixin, ModelMixin, ConfigMixin):
         nn.init.trunc_normal_(self.position_embedding, std=position_embedding_std)  # truncated to [-2, 2]
         self.time_proj = SinusoidalTimesteps(hidden_size, flip_sin_to_cos=True, downscale_freq_shift=0)
         self.time_embedding = TimestepEmbedding(hidden_size, hidden_size, act_fn="gelu")
-        self.concept_embedding = ConceptEmbedding(
-            space,
-            hidden_size,
-            continuous_concepts=continuous_concepts if conditioning == "full" else None,
-            use_null=concept_dropout > 0,
-        )
+        self.concept_embedding = self._concept_tokens(space, hidden_size)
         self.blocks = transformer_blocks(hidden_size, num_layers, num_heads, mlp_ratio, dropout)
         self.norm_out = nn.LayerNorm(hidden_size)
         self.output_projection = nn.Linear(hidden_size, latent_channels)
         nn.init.zeros_(self.output_projection.weight)  # start by predicting zero (DiT's zero-initialised output)
         nn.init.zeros_(self.output_projection.bias)
-
-    def normalize_latents(self, latents: torch.Tensor) -> torch.Tensor:
-        """Tokenizer latents ``(B, C, g, g)`` -> the standardized latents this model diffuses."""
-        mean, std = self._latent_statistics(latents)
-        return (latents - mean) / std
-
-    def denormalize_latents(self, latents: torch.Tensor) -> torch.Tensor:
-        """The inverse of :meth:`normalize_latents` (what a pipeline hands to the tokenizer's decoder)."""
-        mean, std = self._latent_statistics(latents)
-        return latents * std + mean
-
-    def _latent_statistics(self, latents: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        channels = self.config.latent_channels
-        mean = torch.tensor(self.config.latent_mean or [0.0] * channels, device=latents.device, dtype=latents.dtype)
-        std = torch.tensor(self.config.latent_std or [1.0] * channels, device=latents.device, dtype=latents.dtype)
-        return mean.view(1, -1, 1, 1), std.view(1, -1, 1, 1)
 
     def forward(
         self,

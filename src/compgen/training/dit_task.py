@@ -45,7 +45,46 @@ def latent_statistics(latents: torch.Tensor) -> tuple[list[float], list[float]]:
     return [round(float(v), 6) for v in mean], [round(float(v), 6) for v in std]
 
 
-class DiTTask(DDPMTask):
+def latent_model_options(tokenizer: VQModel | AutoencoderKL, images: torch.Tensor
+                         ) -> tuple[torch.Tensor, dict[str, Any]]:
+    """The training images' latents ``(N, C, g, g)`` and what a latent model (the DiT, GIVT) is built with from them:
+    ``latent_channels`` and the per-channel ``latent_mean`` and ``latent_std`` it standardizes by."""
+    latents = precompute_latents(tokenizer, images)
+    mean, std = latent_statistics(latents)
+    return latents, {"latent_channels": latents.shape[1], "latent_mean": mean, "latent_std": std}
+
+
+class LatentTokenizerMixin:
+    """What the tasks over a frozen tokenizer's continuous latents (the DiT's, GIVT's) share: the tokenizer's kind, the
+    pipeline components that hold it, and the model card's reconstruction table."""
+
+    tokenizer: VQModel | AutoencoderKL
+    tokenizer_report: dict[str, Any] | None
+
+    @property
+    def tokenizer_kind(self) -> str:
+        """``"kl"`` for an ``AutoencoderKL`` tokenizer, ``"vq"`` for a ``VQModel``."""
+        return "kl" if isinstance(self.tokenizer, AutoencoderKL) else "vq"
+
+    def tokenizer_components(self) -> dict[str, VQModel | AutoencoderKL | None]:
+        """The pipeline's ``vqvae`` and ``vae`` arguments: the tokenizer in its place, ``None`` in the other."""
+        kl = self.tokenizer_kind == "kl"
+        return {"vqvae": None if kl else self.tokenizer, "vae": self.tokenizer if kl else None}
+
+    def tokenizer_description(self) -> str:
+        return ("AutoencoderKL (posterior means)" if self.tokenizer_kind == "kl"
+                else "VQModel (latents before quantization)")
+
+    def tokenizer_sections(self) -> list[tuple[str, str]]:
+        """The model card's tokenizer reconstruction table, when the task has the report."""
+        from ..evaluation.tokenizer_report import reconstruction_markdown
+
+        if self.tokenizer_report is None:
+            return []
+        return [("Tokenizer reconstruction accuracy", reconstruction_markdown(self.tokenizer_report))]
+
+
+class DiTTask(LatentTokenizerMixin, DDPMTask):
     """DDPM on the tokenizer's standardized latents; samples decode through the tokenizer (codebook-snapped for a VQ
     tokenizer, through the KL decoder as they are for a KL one).
 
@@ -86,33 +125,22 @@ class DiTTask(DDPMTask):
     def pipeline(self, transformer, scheduler=None):
         from ..pipelines.tuple_dit import TupleConditionedDiTPipeline
 
-        kl = isinstance(self.tokenizer, AutoencoderKL)
-        return TupleConditionedDiTPipeline(vqvae=None if kl else self.tokenizer, transformer=transformer,
-                                           scheduler=scheduler or self.scheduler, vae=self.tokenizer if kl else None)
-
-    @property
-    def tokenizer_kind(self) -> str:
-        """``"kl"`` for an ``AutoencoderKL`` tokenizer, ``"vq"`` for a ``VQModel``."""
-        return "kl" if isinstance(self.tokenizer, AutoencoderKL) else "vq"
+        return TupleConditionedDiTPipeline(transformer=transformer, scheduler=scheduler or self.scheduler,
+                                           **self.tokenizer_components())
 
     def save_pretrained(self, model, output_dir: Path) -> None:
         self.pipeline(model).save_pretrained(output_dir, safe_serialization=True)
 
     def model_card_details(self) -> dict[str, Any]:
-        from ..evaluation.tokenizer_report import reconstruction_markdown
-
         config = self.model.config
         kl = self.tokenizer_kind == "kl"
-        sections = []
-        if self.tokenizer_report is not None:
-            sections.append(("Tokenizer reconstruction accuracy", reconstruction_markdown(self.tokenizer_report)))
         return {
             "model_name": "TupleConditionedDiT (diffusion over tokenizer latents)",
             "pipeline_class": "TupleConditionedDiTPipeline",
             "tags": ["dit", "latent-diffusion", self.tokenizer_kind],
             "hyperparameters": {
                 "objective": "DDPM over the tokenizer's continuous latents (Paper B's continuous counterpart)",
-                "tokenizer": "AutoencoderKL (posterior means)" if kl else "VQModel (latents before quantization)",
+                "tokenizer": self.tokenizer_description(),
                 "hidden_size": config.hidden_size,
                 "num_layers": config.num_layers,
                 "num_heads": config.num_heads,
@@ -126,5 +154,5 @@ class DiTTask(DDPMTask):
                 "eval_sampler": f"DDIM, {self.eval_inference_steps} steps, "
                                 + ("KL decoding" if kl else "codebook-snapped decoding"),
             },
-            "sections": sections,
+            "sections": self.tokenizer_sections(),
         }

@@ -12,19 +12,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from diffusers import AutoencoderKL, VQModel
 
-from ..eval_mode import eval_mode
-from ..images import unit_to_uint8
 from ..models.givt_transformer import GIVTTransformer
 from ..schedulers.scheduling_maskgit import MaskGITScheduler
+from .dit_task import LatentTokenizerMixin
 from .maskgit_task import training_conditioning
-from .task import TrainingTask
+from .task import TrainingTask, sample_in_batches
 
 
-class GIVTTask(TrainingTask):
+class GIVTTask(LatentTokenizerMixin, TrainingTask):
     """Masked-token likelihood of continuous latents; samples decode through the tokenizer.
 
     Args:
@@ -76,30 +74,14 @@ class GIVTTask(TrainingTask):
         nll = transformer.masked_nll(model(latents, mask, **conditioning), latents, mask)
         return nll, {"nll": nll.detach()}
 
-    @property
-    def tokenizer_kind(self) -> str:
-        """``"kl"`` for an ``AutoencoderKL`` tokenizer, ``"vq"`` for a ``VQModel``."""
-        return "kl" if isinstance(self.tokenizer, AutoencoderKL) else "vq"
-
     def pipeline(self, transformer: GIVTTransformer):
         from ..pipelines.givt import GIVTPipeline
 
-        kl = self.tokenizer_kind == "kl"
-        return GIVTPipeline(vqvae=None if kl else self.tokenizer, transformer=transformer, scheduler=self.scheduler,
-                            vae=self.tokenizer if kl else None)
+        return GIVTPipeline(transformer=transformer, scheduler=self.scheduler, **self.tokenizer_components())
 
-    @torch.no_grad()
     def generate(self, model, concepts, seed):
-        pipe = self.pipeline(self.model)
-        pipe.set_progress_bar_config(disable=True)
-        generator = torch.Generator().manual_seed(seed)
-        with eval_mode(model):
-            chunks = [
-                pipe(concepts[start : start + self.eval_batch_size], num_inference_steps=self.eval_inference_steps,
-                     temperature=self.eval_temperature, generator=generator, output_type="np").images
-                for start in range(0, len(concepts), self.eval_batch_size)
-            ]
-        return unit_to_uint8(np.concatenate(chunks))
+        return sample_in_batches(self.pipeline(self.model), model, concepts, seed, self.eval_batch_size,
+                                 num_inference_steps=self.eval_inference_steps, temperature=self.eval_temperature)
 
     def eval_sampling(self) -> dict[str, Any]:
         return {"num_inference_steps": self.eval_inference_steps, "temperature": self.eval_temperature}
@@ -108,20 +90,14 @@ class GIVTTask(TrainingTask):
         self.pipeline(self.model).save_pretrained(output_dir, safe_serialization=True)
 
     def model_card_details(self) -> dict[str, Any]:
-        from ..evaluation.tokenizer_report import reconstruction_markdown
-
         config = self.model.config
-        kl = self.tokenizer_kind == "kl"
-        sections = []
-        if self.tokenizer_report is not None:
-            sections.append(("Tokenizer reconstruction accuracy", reconstruction_markdown(self.tokenizer_report)))
         return {
             "model_name": "GIVTTransformer (Gaussian mixtures over tokenizer latents, MaskGIT's masking)",
             "pipeline_class": "GIVTPipeline",
             "tags": ["givt", "masked-generative", self.tokenizer_kind],
             "hyperparameters": {
                 "objective": "negative log-likelihood of the masked tokens' latents under a Gaussian mixture (GIVT)",
-                "tokenizer": "AutoencoderKL (posterior means)" if kl else "VQModel (latents before quantization)",
+                "tokenizer": self.tokenizer_description(),
                 "num_mixtures": config.num_mixtures,
                 "hidden_size": config.hidden_size,
                 "num_layers": config.num_layers,
@@ -134,5 +110,5 @@ class GIVTTask(TrainingTask):
                 "eval_sampler": f"{self.eval_inference_steps} steps, random reveal order, temperature "
                                 f"{self.eval_temperature}",
             },
-            "sections": sections,
+            "sections": self.tokenizer_sections(),
         }

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from diffusers import VQModel
@@ -14,13 +13,13 @@ from torch import nn
 
 from ..eval_mode import eval_mode
 from ..evaluation.tokenizer_report import reconstruction_markdown
-from ..images import uint8_to_signed, unit_to_uint8
+from ..images import uint8_to_signed
 from ..models.jepa import JEPAPredictor, MaskGITWithPredictor, jepa_loss, scale_jepa_layers
 from ..models.maskgit_transformer import MaskGITTransformer
 from ..models.vq_tokenizer import encode_to_indices
 from ..schedulers.scheduling_maskgit import MaskGITScheduler
 from .ema import ExponentialMovingAverage, MomentumSchedule
-from .task import TrainingTask
+from .task import TrainingTask, sample_in_batches
 
 JEPA_TARGET_DIR = "jepa_target"
 
@@ -160,18 +159,9 @@ class MaskGITTask(TrainingTask):
 
         return MaskGITPipeline(vqvae=self.vqvae, transformer=transformer, scheduler=self.scheduler)
 
-    @torch.no_grad()
     def generate(self, model, concepts, seed):
-        pipe = self.pipeline(model.transformer)
-        pipe.set_progress_bar_config(disable=True)
-        generator = torch.Generator().manual_seed(seed)
-        with eval_mode(model):
-            chunks = [
-                pipe(concepts[start : start + self.eval_batch_size], num_inference_steps=self.eval_inference_steps,
-                     temperature=self.eval_temperature, generator=generator, output_type="np").images
-                for start in range(0, len(concepts), self.eval_batch_size)
-            ]
-        return unit_to_uint8(np.concatenate(chunks))
+        return sample_in_batches(self.pipeline(model.transformer), model, concepts, seed, self.eval_batch_size,
+                                 num_inference_steps=self.eval_inference_steps, temperature=self.eval_temperature)
 
     def save_pretrained(self, model, output_dir: Path) -> None:
         self.pipeline(model.transformer).save_pretrained(output_dir, safe_serialization=True)

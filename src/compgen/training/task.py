@@ -16,7 +16,8 @@ import torch
 from torch import nn
 
 from ..data.loading import ConceptImageData
-from ..images import uint8_to_signed
+from ..eval_mode import eval_mode
+from ..images import uint8_to_signed, unit_to_uint8
 from .acceleration import to_device
 
 
@@ -79,6 +80,19 @@ class TrainingTask:
             if isinstance(value, nn.Module | torch.Tensor):
                 setattr(self, name, value.to(device))
         return self
+
+
+@torch.no_grad()
+def sample_in_batches(pipe, model: nn.Module, concepts: list[str], seed: int, batch_size: int,
+                      **options: Any) -> np.ndarray:
+    """uint8 samples ``(N, H, W, 3)`` of ``concepts`` from ``pipe``, ``batch_size`` prompts per call, one generator
+    seeded ``seed`` for them all, with ``model`` in eval mode: a token model's :meth:`TrainingTask.generate`."""
+    pipe.set_progress_bar_config(disable=True)
+    generator = torch.Generator().manual_seed(seed)
+    with eval_mode(model):
+        chunks = [pipe(concepts[start : start + batch_size], generator=generator, output_type="np", **options).images
+                  for start in range(0, len(concepts), batch_size)]
+    return unit_to_uint8(np.concatenate(chunks))
 
 
 def check_batch_fits(num_examples: int, batch_size: int, num_processes: int = 1) -> None:

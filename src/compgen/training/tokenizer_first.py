@@ -260,12 +260,35 @@ def token_transformer_options(args: argparse.Namespace, run: TrainingRun, grid_s
                 concept_dropout=args.concept_dropout)
 
 
+def add_latent_transformer_arguments(parser: argparse.ArgumentParser, title: str) -> argparse._ArgumentGroup:
+    """The flags of a transformer over continuous latents (the DiT, GIVT): the token transformer's, and the scale of
+    its position embedding; returns the group."""
+    group = add_token_transformer_arguments(parser, title)
+    group.add_argument("--position_embedding_std", type=float, default=0.02,
+                       help="init std of the learned position embedding (0.02: ViT's; 1.0: the image tokens' scale)")
+    return group
+
+
+def latent_transformer_options(args: argparse.Namespace, run: TrainingRun, tokenizer) -> tuple[Any, dict[str, Any]]:
+    """The training latents and what a transformer over them is built with (:func:`token_transformer_options`, the
+    latent statistics, ``--position_embedding_std``)."""
+    from ..models.vq_tokenizer import token_grid_size
+    from .dit_task import latent_model_options
+
+    latents, options = latent_model_options(tokenizer, run.train_data.images)
+    return latents, (token_transformer_options(args, run, token_grid_size(tokenizer)) | options
+                     | {"position_embedding_std": args.position_embedding_std})
+
+
 def check_transformer_arguments(args: argparse.Namespace) -> None:
-    """``--hidden_size``, ``--num_layers``, ``--num_heads`` of a token transformer (MaskGIT, DiT)."""
+    """``--hidden_size``, ``--num_layers``, ``--num_heads`` of a token transformer (MaskGIT, DiT, GIVT), and
+    ``--position_embedding_std`` where the script has it."""
     if args.hidden_size < 1 or args.num_layers < 1 or args.num_heads < 1 or args.hidden_size % args.num_heads:
         raise ValueError(f"--hidden_size {args.hidden_size} must be positive and divisible by --num_heads "
                          f"{args.num_heads}; --num_layers must be positive")
     check_concept_dropout(args.concept_dropout, "--concept_dropout")
+    if not getattr(args, "position_embedding_std", 1.0) > 0:
+        raise ValueError(f"--position_embedding_std must be positive, got {args.position_embedding_std}")
 
 
 def load_or_train_tokenizer(args: argparse.Namespace, run: TrainingRun, output_dir: Path
