@@ -88,6 +88,19 @@ def test_the_model_outputs_a_mixture_per_token_and_starts_as_unit_gaussians():
     torch.testing.assert_close(model(changed, mask, torch.zeros(4, 3, dtype=torch.long)).logits, out.logits)
 
 
+def test_the_output_survives_accelerates_fp32_conversion():
+    """Under mixed precision Accelerate rebuilds a model's output from a dict of fp32 tensors (a training run with
+    ``--mixed_precision bf16`` failed on it)."""
+    from accelerate.utils import convert_to_fp32
+
+    model = _model()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(torch.randn(2, 3, 2, 2), torch.ones(2, 4, dtype=torch.bool), torch.zeros(2, 3, dtype=torch.long))
+    converted = convert_to_fp32(out)
+    assert type(converted) is type(out) and converted.means.dtype == torch.float32
+    assert converted.log_scales.shape == out.log_scales.shape == (2, 4, 2, 3)
+
+
 def test_a_tiny_model_learns_the_latents_of_each_class():
     """Each class has one fixed latent grid; trained on fully masked grids, the mixture's mean reaches most of them.
     Likelihood training fits tokens unevenly (a token it has not fit yet keeps a wide scale and costs little), so the

@@ -28,11 +28,12 @@ from .standardized_latents import StandardizedLatentsMixin, check_latent_statist
 @dataclass
 class GIVTTransformerOutput(BaseOutput):
     """Per image token, the mixture: ``logits`` ``(B, L, K)``, ``means`` and ``log_scales`` ``(B, L, K, C)`` (in the
-    standardized latent space, see :meth:`GIVTTransformer.normalize_latents`)."""
+    standardized latent space, see :meth:`GIVTTransformer.normalize_latents`). The later fields have defaults only so
+    that Accelerate can rebuild the output from a dict (its fp32 conversion under mixed precision does)."""
 
     logits: torch.Tensor
-    means: torch.Tensor
-    log_scales: torch.Tensor
+    means: torch.Tensor | None = None
+    log_scales: torch.Tensor | None = None
 
 
 class GIVTTransformer(StandardizedLatentsMixin, ConceptConditionedMixin, ModelMixin, ConfigMixin):
