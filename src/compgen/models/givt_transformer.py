@@ -14,15 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from diffusers.configuration_utils import ConfigMixin, register_to_config
-from diffusers.models.modeling_utils import ModelMixin
+from diffusers.configuration_utils import register_to_config
+from diffusers.models.modeling_utils import ModelMixin  # noqa: F401 (diffusers' loader looks for it in this module)
 from diffusers.utils import BaseOutput
 from torch import nn
 
-from .concept_embedding import ConceptConditionedMixin
 from .gaussian_mixture import mixture_log_prob
-from .maskgit_transformer import transformer_blocks
-from .standardized_latents import StandardizedLatentsMixin, check_latent_statistics
+from .masked_latent_transformer import MaskedLatentTransformer
+from .standardized_latents import check_latent_statistics
 
 
 @dataclass
@@ -36,7 +35,7 @@ class GIVTTransformerOutput(BaseOutput):
     log_scales: torch.Tensor | None = None
 
 
-class GIVTTransformer(StandardizedLatentsMixin, ConceptConditionedMixin, ModelMixin, ConfigMixin):
+class GIVTTransformer(MaskedLatentTransformer):
     r"""Predicts a Gaussian mixture over every image token's latent from a partially masked latent grid and a concept
     tuple.
 
@@ -86,16 +85,8 @@ class GIVTTransformer(StandardizedLatentsMixin, ConceptConditionedMixin, ModelMi
         if not position_embedding_std > 0:
             raise ValueError(f"position_embedding_std must be positive, got {position_embedding_std}")
 
-        self.num_tokens = grid_size * grid_size
-        self.num_concepts = space.num_variables
-        self.input_projection = nn.Linear(latent_channels, hidden_size)
-        self.mask_embedding = nn.Parameter(torch.zeros(hidden_size))
-        nn.init.trunc_normal_(self.mask_embedding, std=0.02)
-        self.position_embedding = nn.Parameter(torch.zeros(1, self.num_concepts + self.num_tokens, hidden_size))
-        nn.init.trunc_normal_(self.position_embedding, std=position_embedding_std)
-        self.concept_embedding = self._concept_tokens(space, hidden_size)
-        self.blocks = transformer_blocks(hidden_size, num_layers, num_heads, mlp_ratio, dropout)
-        self.norm_out = nn.LayerNorm(hidden_size)
+        self._build_backbone(space, latent_channels, grid_size, hidden_size, num_layers, num_heads, mlp_ratio, dropout,
+                             position_embedding_std)
         # Per token: K weights, K means and K log scales over C channels.
         self.head = nn.Linear(hidden_size, num_mixtures * (1 + 2 * latent_channels))
         nn.init.zeros_(self.head.weight)  # start as K equal unit Gaussians at the origin (the latents' statistics)
@@ -120,24 +111,9 @@ class GIVTTransformer(StandardizedLatentsMixin, ConceptConditionedMixin, ModelMi
             drop_mask: ``(B, V)`` bool, ``True`` replaces a concept by its null token (see MaskGIT's).
             return_dict: Return a :class:`GIVTTransformerOutput` rather than a tuple.
         """
-        batch, channels, grid = latents.shape[0], self.config.latent_channels, self.config.grid_size
-        if latents.shape[1:] != (channels, grid, grid):
-            raise ValueError(f"latents must be (B, {channels}, {grid}, {grid}), got {tuple(latents.shape)}")
-        mask = mask.reshape(batch, -1) if mask.shape[:1] == (batch,) else mask
-        if mask.shape != (batch, self.num_tokens) or mask.dtype != torch.bool:
-            raise ValueError(f"mask must be a bool tensor (B, {self.num_tokens}) or (B, {grid}, {grid}) for B = "
-                             f"{batch}, got {mask.dtype} {tuple(mask.shape)}")
-        if concepts.shape[:1] != (batch,):
-            raise ValueError(f"concepts has batch size {concepts.shape[0]} but latents has {batch}")
-        drop_mask = self.training_drop_mask(concepts, drop_mask)
-        concept_tokens = self.concept_embedding(concepts, concept_values, drop_mask)
-        tokens = self.input_projection(latents.flatten(2).transpose(1, 2))
-        tokens = torch.where(mask.unsqueeze(-1), self.mask_embedding.to(tokens.dtype), tokens)
-        hidden = torch.cat([concept_tokens.to(tokens.dtype), tokens], dim=1) + self.position_embedding
-        for block in self.blocks:
-            hidden = block(hidden)
-        out = self.head(self.norm_out(hidden[:, self.num_concepts :]))
-        k = self.config.num_mixtures
+        hidden = self.encode(latents, mask, concepts, concept_values, drop_mask)
+        out = self.head(hidden)
+        batch, channels, k = latents.shape[0], self.config.latent_channels, self.config.num_mixtures
         logits, means, log_scales = out.split([k, k * channels, k * channels], dim=-1)
         means = means.reshape(batch, self.num_tokens, k, channels)
         log_scales = log_scales.reshape(batch, self.num_tokens, k, channels)
