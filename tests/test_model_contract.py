@@ -37,6 +37,8 @@ from diffusers.pipelines.pipeline_utils import DiffusionPipeline
 from compgen import (
     GIVTPipeline,
     GIVTTransformer,
+    MARPipeline,
+    MARTransformer,
     MaskGITPipeline,
     MaskGITScheduler,
     MaskGITTransformer,
@@ -170,6 +172,26 @@ def givt_forward(model: GIVTTransformer, inputs: ConceptInputs) -> torch.Tensor:
     return model(latents, mask, **inputs.model_kwargs).means
 
 
+def mar() -> MARTransformer:
+    torch.manual_seed(0)
+    return MARTransformer(SPACE.to_dict(), latent_channels=4, grid_size=GRID, head_width=16, head_depth=1,
+                          hidden_size=16, num_layers=2, num_heads=2, conditioning="full",
+                          continuous_concepts=shapes_continuous_concepts(SPACE), latent_mean=[0.1, 0.0, -0.1, 0.2],
+                          latent_std=[1.0, 0.5, 2.0, 1.0]).eval()
+
+
+def mar_pipeline(model: MARTransformer) -> DiffusionPipeline:
+    return MARPipeline(vqvae=tokenizer(), transformer=model, scheduler=MaskGITScheduler(0),
+                       head_scheduler=DDPMScheduler(num_train_timesteps=50, clip_sample=False))
+
+
+def mar_forward(model: MARTransformer, inputs: ConceptInputs) -> torch.Tensor:
+    device = inputs.concepts.device
+    latents = fixed((inputs.batch_size, 4, GRID, GRID), device)
+    mask = fixed((inputs.batch_size, GRID * GRID), device, seed=2) > 0
+    return model(latents, mask, **inputs.model_kwargs).conditions
+
+
 @dataclass(frozen=True)
 class Family:
     """One row of the table."""
@@ -196,6 +218,9 @@ FAMILIES = [
     pytest.param(Family(givt, givt_pipeline, givt_forward,
                         no_guidance="GIVT's pipeline has no guidance of its mixtures: trained without null concepts, "
                                     "guidance_scale != 1 is refused"), id="givt"),
+    pytest.param(Family(mar, mar_pipeline, mar_forward,
+                        no_guidance="MAR's pipeline has no guidance of its diffusion head: trained without null "
+                                    "concepts, guidance_scale != 1 is refused"), id="mar"),
 ]
 
 

@@ -46,6 +46,8 @@ _LAZY_EXPORTS: dict[str, str] = {
     "TupleConditionedDiTPipeline": "compgen.pipelines.tuple_dit",
     "GIVTTransformer": "compgen.models.givt_transformer",
     "GIVTPipeline": "compgen.pipelines.givt",
+    "MARTransformer": "compgen.models.mar_transformer",
+    "MARPipeline": "compgen.pipelines.mar",
 }
 
 __all__ = [

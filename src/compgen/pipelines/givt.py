@@ -14,6 +14,7 @@ from ..schedulers.scheduling_maskgit import MaskGITScheduler
 from .concept_inputs import ConceptPrompts, prepare_concept_inputs
 from .denoising import check_sampling_options
 from .tuple_dit import check_tokenizer, decode_standardized_latents
+from .unmasking import unmask_latents
 
 
 class GIVTPipeline(DiffusionPipeline):
@@ -85,26 +86,13 @@ class GIVTPipeline(DiffusionPipeline):
         if inputs.do_classifier_free_guidance:
             raise ValueError(f"guidance_scale {guidance_scale}: classifier-free guidance of a Gaussian mixture "
                              "(GIVT's distribution-based guidance) is not built; sample with guidance_scale=1")
-        config = self.transformer.config
-        batch, length = inputs.batch_size, config.grid_size**2
-        latents = torch.zeros(batch, config.latent_channels, config.grid_size, config.grid_size, device=device,
-                              dtype=self.transformer.dtype)
-        masked = torch.ones(batch, length, dtype=torch.bool, device=device)
-        self.scheduler.set_timesteps(num_inference_steps, device=device)
-        num_masked = length
-        for step in self.progress_bar(range(num_inference_steps)):
-            out = self.transformer(latents, masked, **inputs.model_kwargs)
-            remaining = self.scheduler.num_masked_after(step, length, num_masked)
-            # Reveal (num_masked - remaining) masked tokens per image, in a random order.
-            scores = torch.rand(batch, length, generator=generator).to(device).masked_fill(~masked, -1.0)
-            reveal = torch.zeros_like(masked).scatter_(1, scores.topk(num_masked - remaining, dim=1).indices, True)
-            values = mixture_sample(out.logits, out.means, out.log_scales, temperature, generator)
-            tokens = latents.flatten(2).transpose(1, 2)
-            tokens = torch.where(reveal.unsqueeze(-1), values.to(tokens.dtype), tokens)
-            latents = tokens.transpose(1, 2).reshape(latents.shape)
-            masked &= ~reveal
-            num_masked = remaining
 
+        def sample_tokens(output, reveal: torch.BoolTensor) -> torch.Tensor:
+            return mixture_sample(output.logits[reveal], output.means[reveal], output.log_scales[reveal], temperature,
+                                  generator)
+
+        latents = unmask_latents(self.transformer, self.scheduler, inputs.model_kwargs, inputs.batch_size,
+                                 num_inference_steps, sample_tokens, generator, self.progress_bar)
         image = decode_standardized_latents(self.transformer, self.vqvae, self.vae, latents, quantize)
         image = self.image_processor.postprocess(image.float(), output_type=output_type)
         self.maybe_free_model_hooks()
