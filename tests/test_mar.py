@@ -148,3 +148,36 @@ def test_pipeline_refuses_bad_options():
     with pytest.raises(ValueError, match="clip_sample=True"):
         MARPipeline(vqvae=pipe.vqvae, transformer=pipe.transformer, scheduler=pipe.scheduler,
                     head_scheduler=DDPMScheduler(num_train_timesteps=50))
+
+
+def test_a_training_forward_predicts_the_noisy_masked_tokens():
+    model = _model()
+    latents, mask = torch.randn(2, 3, 2, 2), torch.tensor([[True, False, True, False], [False, False, True, True]])
+    concepts = torch.zeros(2, 3, dtype=torch.long)
+    out = model(latents, mask, concepts, noisy_tokens=torch.randn(8, 3), timesteps=torch.arange(8))
+    assert out.prediction.shape == (8, 3)  # two noise draws for each of the 4 masked tokens
+    with pytest.raises(ValueError, match="k rows per masked token"):
+        model(latents, mask, concepts, noisy_tokens=torch.randn(7, 3), timesteps=torch.arange(7))
+
+
+@pytest.mark.usefixtures("fresh_accelerator_state")
+def test_train_mar_end_to_end(dataset_dir, tmp_path):
+    """The script on a tiny split: tokenizer first, then MAR, an evaluation, the card, and a pipeline that loads."""
+    from repo_scripts import load_repo_script
+    from test_kl_tokenizer import TINY
+
+    from compgen.evaluation.probes import ConceptProbes
+
+    script = load_repo_script("examples/train_mar.py")
+    output = tmp_path / "mar"
+    torch.manual_seed(0)  # untrained probes: the evaluation runs, its accuracy is moot
+    ConceptProbes(SPACE.to_dict(), image_size=28, probe_type="linear").save_pretrained(tmp_path / "probes")
+    script.main(["--dataset", str(dataset_dir), "--output_dir", str(output), *TINY, "--head_width", "16",
+                 "--head_depth", "1", "--num_train_timesteps", "20", "--max_train_steps", "2", "--eval_steps", "2",
+                 "--eval_images_per_class", "2", "--eval_head_steps", "2", "--probes_path", str(tmp_path / "probes")])
+    records = [json.loads(line) for line in (output / "learning_dynamics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [2] and records[0]["sampling"]["num_head_steps"] == 2
+    assert "MARTransformer" in (output / "README.md").read_text()
+    pipe = MARPipeline.from_pretrained(output)
+    pipe.set_progress_bar_config(disable=True)
+    assert pipe("111", num_inference_steps=2, num_head_steps=2, output_type="np").images.shape == (1, 28, 28, 3)

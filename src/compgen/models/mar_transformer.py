@@ -84,9 +84,11 @@ class DiffusionHead(nn.Module):
 @dataclass
 class MARTransformerOutput(BaseOutput):
     """``conditions`` ``(B, L, hidden_size)``: the transformer's state for every image token, what the diffusion head
-    is conditioned on."""
+    is conditioned on; ``prediction`` ``(N, C)``: the head's output for the noisy tokens a training step passed in
+    (``None`` otherwise)."""
 
     conditions: torch.Tensor
+    prediction: torch.Tensor | None = None
 
 
 class MARTransformer(MaskedLatentTransformer):
@@ -143,12 +145,29 @@ class MARTransformer(MaskedLatentTransformer):
         concepts: torch.LongTensor,
         concept_values: torch.Tensor | None = None,
         drop_mask: torch.BoolTensor | None = None,
+        noisy_tokens: torch.Tensor | None = None,
+        timesteps: torch.Tensor | None = None,
         return_dict: bool = True,
     ) -> MARTransformerOutput | tuple:
         r"""The condition of every image token for the diffusion head (arguments as
-        :meth:`~compgen.models.givt_transformer.GIVTTransformer.forward`)."""
+        :meth:`~compgen.models.givt_transformer.GIVTTransformer.forward`); with ``noisy_tokens`` ``(k * M, C)`` and
+        their ``timesteps`` ``(k * M,)``, also the head's prediction for them, conditioned on the ``M`` masked tokens
+        (row-major, ``mask`` order) repeated ``k`` times (MAR trains the head on several noise draws per token). A
+        training step passes them here, so that one forward call holds the whole graph (as data-parallel training
+        needs)."""
         conditions = self.encode(latents, mask, concepts, concept_values, drop_mask)
-        return MARTransformerOutput(conditions=conditions) if return_dict else (conditions,)
+        prediction = None
+        if noisy_tokens is not None:
+            selected = conditions[mask.reshape(conditions.shape[:2])]
+            if timesteps is None or len(noisy_tokens) % max(len(selected), 1) or len(timesteps) != len(noisy_tokens):
+                raise ValueError(f"noisy_tokens must hold k rows per masked token ({len(selected)}) with one timestep "
+                                 f"each, got {len(noisy_tokens)} rows and "
+                                 f"{None if timesteps is None else len(timesteps)} timesteps")
+            repeats = len(noisy_tokens) // len(selected)
+            prediction = self.head(noisy_tokens, timesteps, selected.repeat(repeats, 1))
+        if not return_dict:
+            return (conditions,) if prediction is None else (conditions, prediction)
+        return MARTransformerOutput(conditions=conditions, prediction=prediction)
 
     def denoise(self, sample: torch.Tensor, timestep: torch.Tensor | float | int,
                 conditions: torch.Tensor) -> torch.Tensor:

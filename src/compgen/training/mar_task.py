@@ -1,0 +1,144 @@
+"""Training task for MAR (Li et al. 2024) with MaskGIT's masking: the rung of Paper B's ladder between GIVT and the
+DiT (Farid et al. 2025).
+
+Each step masks tokens as MaskGIT does, runs the transformer on the visible ones, and trains the diffusion head on
+every masked token's standardized latent: ``diffusion_batch_multiplier`` noise draws per token (MAR's trick for a
+cheaper head than transformer), each at a random step of the head's noise schedule, with the DDPM loss of the
+scheduler's prediction type. The latents are the DiT's (:func:`~compgen.training.dit_task.precompute_latents`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from diffusers import AutoencoderKL, DDPMScheduler, VQModel
+
+from ..models.mar_transformer import MARTransformer
+from ..schedulers.scheduling_maskgit import MaskGITScheduler
+from .dit_task import LatentTokenizerMixin
+from .maskgit_task import training_conditioning
+from .task import TrainingTask, sample_in_batches
+
+
+class MARTask(LatentTokenizerMixin, TrainingTask):
+    """The diffusion loss of masked tokens' latents; samples decode through the tokenizer.
+
+    Args:
+        transformer: The MAR transformer (its config holds the latent statistics).
+        tokenizer: The frozen tokenizer, a ``VQModel`` or an ``AutoencoderKL``.
+        scheduler: MaskGIT's schedule, for the training masks and the unmasking steps.
+        head_scheduler: The diffusion head's noise schedule and prediction type (``clip_sample=False``).
+        train_latents: ``(N, C, g, g)`` latents of the training images (row ``i`` for ``batch["index"] == i``).
+        diffusion_batch_multiplier: Noise draws per masked token and step.
+        eval_head_steps: The head's denoising steps per revealed token when the evaluation samples.
+    """
+
+    def __init__(
+        self,
+        transformer: MARTransformer,
+        tokenizer: VQModel | AutoencoderKL,
+        scheduler: MaskGITScheduler,
+        head_scheduler: DDPMScheduler,
+        train_latents: torch.Tensor,
+        diffusion_batch_multiplier: int = 4,
+        eval_inference_steps: int = 12,
+        eval_head_steps: int = 25,
+        eval_temperature: float = 1.0,
+        eval_batch_size: int = 400,
+        use_full_conditioning: bool | None = None,
+        tokenizer_report: dict[str, Any] | None = None,
+    ) -> None:
+        from ..pipelines.tuple_dit import check_unclipped_scheduler
+
+        check_unclipped_scheduler(head_scheduler)
+        expected = (transformer.config.latent_channels, transformer.config.grid_size, transformer.config.grid_size)
+        if train_latents.ndim != 4 or tuple(train_latents.shape[1:]) != expected:
+            raise ValueError(f"train_latents must be (N, {', '.join(map(str, expected))}), "
+                             f"got {tuple(train_latents.shape)}")
+        if min(diffusion_batch_multiplier, eval_inference_steps, eval_head_steps) < 1 or eval_temperature < 0:
+            raise ValueError("diffusion_batch_multiplier, eval_inference_steps and eval_head_steps must be at least 1 "
+                             "and eval_temperature at least 0")
+        self.model = transformer
+        self.tokenizer = tokenizer.eval().requires_grad_(False)
+        self.scheduler = scheduler
+        self.head_scheduler = head_scheduler
+        self.train_latents = transformer.normalize_latents(train_latents.float())
+        self.diffusion_batch_multiplier = diffusion_batch_multiplier
+        self.eval_inference_steps = eval_inference_steps
+        self.eval_head_steps = eval_head_steps
+        self.eval_temperature = eval_temperature
+        self.eval_batch_size = eval_batch_size
+        self.use_full_conditioning = (
+            transformer.config.conditioning == "full" if use_full_conditioning is None else use_full_conditioning
+        )
+        self.tokenizer_report = tokenizer_report
+
+    def compute_loss(self, model, batch, generator, step):
+        transformer = self.model  # for its configuration; ``model`` may be a data-parallel wrapper
+        latents = self.train_latents[batch["index"]]
+        device = latents.device
+        grid = transformer.config.grid_size
+        mask = self.scheduler.sample_mask(len(latents), (grid, grid), generator, "random", device=device)
+        conditioning = training_conditioning(transformer, batch, generator, self.use_full_conditioning, device)
+        targets = latents.flatten(2).transpose(1, 2)[mask].repeat(self.diffusion_batch_multiplier, 1)
+        noise = torch.randn(targets.shape, generator=generator).to(device)
+        timesteps = torch.randint(0, self.head_scheduler.config.num_train_timesteps, (len(targets),),
+                                  generator=generator).to(device)
+        noisy = self.head_scheduler.add_noise(targets, noise, timesteps)
+        output = model(latents, mask, **conditioning, noisy_tokens=noisy, timesteps=timesteps)
+        if self.head_scheduler.config.prediction_type == "v_prediction":
+            wanted = self.head_scheduler.get_velocity(targets, noise, timesteps)
+        elif self.head_scheduler.config.prediction_type == "sample":
+            wanted = targets
+        else:
+            wanted = noise
+        loss = F.mse_loss(output.prediction.float(), wanted.float())
+        return loss, {"diffusion": loss.detach()}
+
+    def pipeline(self, transformer: MARTransformer):
+        from ..pipelines.mar import MARPipeline
+
+        return MARPipeline(transformer=transformer, scheduler=self.scheduler, head_scheduler=self.head_scheduler,
+                           **self.tokenizer_components())
+
+    def generate(self, model, concepts, seed):
+        return sample_in_batches(self.pipeline(self.model), model, concepts, seed, self.eval_batch_size,
+                                 num_inference_steps=self.eval_inference_steps, num_head_steps=self.eval_head_steps,
+                                 temperature=self.eval_temperature)
+
+    def eval_sampling(self) -> dict[str, Any]:
+        return {"num_inference_steps": self.eval_inference_steps, "num_head_steps": self.eval_head_steps,
+                "temperature": self.eval_temperature}
+
+    def save_pretrained(self, model, output_dir: Path) -> None:
+        self.pipeline(self.model).save_pretrained(output_dir, safe_serialization=True)
+
+    def model_card_details(self) -> dict[str, Any]:
+        config = self.model.config
+        return {
+            "model_name": "MARTransformer (a diffusion head per token over tokenizer latents, MaskGIT's masking)",
+            "pipeline_class": "MARPipeline",
+            "tags": ["mar", "masked-generative", "diffusion-head", self.tokenizer_kind],
+            "hyperparameters": {
+                "objective": "diffusion loss of the masked tokens' latents under a per-token MLP head (MAR)",
+                "tokenizer": self.tokenizer_description(),
+                "head": f"MLP width {config.head_width}, {config.head_depth} adaLN blocks",
+                "diffusion_batch_multiplier": self.diffusion_batch_multiplier,
+                "num_train_timesteps": self.head_scheduler.config.num_train_timesteps,
+                "prediction_type": self.head_scheduler.config.prediction_type,
+                "hidden_size": config.hidden_size,
+                "num_layers": config.num_layers,
+                "num_heads": config.num_heads,
+                "grid_size": config.grid_size,
+                "latent_channels": config.latent_channels,
+                "conditioning": f"{config.conditioning}, as concept tokens",
+                "concept_dropout": config.concept_dropout,
+                "masking_schedule": self.scheduler.config.masking_schedule,
+                "eval_sampler": f"{self.eval_inference_steps} steps, random reveal order, the head's "
+                                f"{self.eval_head_steps} steps, temperature {self.eval_temperature}",
+            },
+            "sections": self.tokenizer_sections(),
+        }
