@@ -62,3 +62,15 @@ def dataset_dir(tmp_path_factory):
     for split, data in dataset.items():
         data.to_parquet(str(root / "data" / f"{split}-00000-of-00001.parquet"))
     return root
+
+
+def tiny_tokenizer(kl: bool, channels: int):
+    """A tiny untrained tokenizer for 28 px images with ``channels`` latent channels: a VQ one, or a KL one."""
+    from compgen.models.kl_tokenizer import build_kl_tokenizer
+    from compgen.models.vq_tokenizer import build_vq_tokenizer
+
+    torch.manual_seed(0)
+    if kl:
+        return build_kl_tokenizer(28, block_out_channels=(8, 8, 8), latent_channels=channels, norm_num_groups=4).eval()
+    return build_vq_tokenizer(28, block_out_channels=(8, 8, 8), num_vq_embeddings=32, vq_embed_dim=channels,
+                              norm_num_groups=4).eval()

@@ -159,15 +159,9 @@ def test_bad_input_is_refused_with_the_problem_named():
 
 
 def _pipe(kl: bool = False):
-    from compgen.models.kl_tokenizer import build_kl_tokenizer
-    from compgen.models.vq_tokenizer import build_vq_tokenizer
+    from conftest import tiny_tokenizer
 
-    torch.manual_seed(0)
-    if kl:
-        tokenizer = build_kl_tokenizer(28, block_out_channels=(8, 8, 8), latent_channels=3, norm_num_groups=4).eval()
-    else:
-        tokenizer = build_vq_tokenizer(28, block_out_channels=(8, 8, 8), num_vq_embeddings=32, vq_embed_dim=3,
-                                       norm_num_groups=4).eval()
+    tokenizer = tiny_tokenizer(kl, 3)
     transformer = _model(grid_size=7, latent_mean=[0.1, 0.0, -0.1], latent_std=[1.0, 0.5, 2.0]).eval()
     with torch.no_grad():  # give the zero-initialised head weights, so that samples depend on the conditioning
         transformer.head.weight.normal_(std=0.1)
@@ -208,7 +202,7 @@ def test_pipeline_refuses_bad_options():
         GIVTPipeline(vqvae=None, vae=None, transformer=pipe.transformer, scheduler=pipe.scheduler)
     guided = GIVTPipeline(vqvae=pipe.vqvae, transformer=_model(grid_size=7, concept_dropout=0.1).eval(),
                           scheduler=pipe.scheduler)
-    with pytest.raises(ValueError, match="guidance of a Gaussian mixture"):
+    with pytest.raises(ValueError, match="classifier-free guidance of GIVTPipeline"):
         guided("111", guidance_scale=2.0)
 
 

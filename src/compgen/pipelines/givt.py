@@ -5,19 +5,16 @@ from __future__ import annotations
 
 import torch
 from diffusers import AutoencoderKL, VQModel
-from diffusers.image_processor import VaeImageProcessor
-from diffusers.pipelines.pipeline_utils import DiffusionPipeline, ImagePipelineOutput
+from diffusers.pipelines.pipeline_utils import ImagePipelineOutput
 
 from ..models.gaussian_mixture import mixture_sample
 from ..models.givt_transformer import GIVTTransformer
 from ..schedulers.scheduling_maskgit import MaskGITScheduler
-from .concept_inputs import ConceptPrompts, prepare_concept_inputs
-from .denoising import check_sampling_options
-from .tuple_dit import check_tokenizer, decode_standardized_latents
-from .unmasking import unmask_latents
+from .concept_inputs import ConceptPrompts
+from .unmasking import MaskedLatentPipeline
 
 
-class GIVTPipeline(DiffusionPipeline):
+class GIVTPipeline(MaskedLatentPipeline):
     r"""Generate images of concept classes (``"111"``, ``(1, 1, 1)``) with GIVT's masked decoding.
 
     Every token starts masked. At each of ``num_inference_steps`` steps the transformer predicts a Gaussian mixture
@@ -40,9 +37,7 @@ class GIVTPipeline(DiffusionPipeline):
     def __init__(self, vqvae: VQModel | None, transformer: GIVTTransformer, scheduler: MaskGITScheduler,
                  vae: AutoencoderKL | None = None) -> None:
         super().__init__()
-        check_tokenizer(vqvae, vae, transformer)
-        self.register_modules(vqvae=vqvae, transformer=transformer, scheduler=scheduler, vae=vae)
-        self.image_processor = VaeImageProcessor(do_resize=False)
+        self._register_latent_modules(vqvae, transformer, scheduler, vae)
 
     @torch.no_grad()
     def __call__(
@@ -75,27 +70,12 @@ class GIVTPipeline(DiffusionPipeline):
                 ``(num_prompts * num_images_per_prompt, D)``; ``None`` uses the canonical class values.
             quantize: Snap the latents to a VQ tokenizer's codebook before decoding (ignored with a KL tokenizer).
         """
-        check_sampling_options(output_type, num_inference_steps)
-        if num_inference_steps is None:
-            raise ValueError("num_inference_steps must be a positive integer (GIVT has no training steps to use)")
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
-        device = self._execution_device
-        inputs = prepare_concept_inputs(self.transformer, concepts, num_images_per_prompt, guidance_scale,
-                                        concept_values, device=device)
-        if inputs.do_classifier_free_guidance:
-            raise ValueError(f"guidance_scale {guidance_scale}: classifier-free guidance of a Gaussian mixture "
-                             "(GIVT's distribution-based guidance) is not built; sample with guidance_scale=1")
+        def sampler(device: torch.device):
+            def sample_tokens(output, reveal: torch.BoolTensor) -> torch.Tensor:
+                return mixture_sample(output.logits[reveal], output.means[reveal], output.log_scales[reveal],
+                                      temperature, generator)
 
-        def sample_tokens(output, reveal: torch.BoolTensor) -> torch.Tensor:
-            return mixture_sample(output.logits[reveal], output.means[reveal], output.log_scales[reveal], temperature,
-                                  generator)
+            return sample_tokens
 
-        latents = unmask_latents(self.transformer, self.scheduler, inputs.model_kwargs, inputs.batch_size,
-                                 num_inference_steps, sample_tokens, generator, self.progress_bar)
-        image = decode_standardized_latents(self.transformer, self.vqvae, self.vae, latents, quantize)
-        image = self.image_processor.postprocess(image.float(), output_type=output_type)
-        self.maybe_free_model_hooks()
-        if not return_dict:
-            return (image,)
-        return ImagePipelineOutput(images=image)
+        return self.sample(sampler, concepts, num_images_per_prompt, num_inference_steps, temperature, guidance_scale,
+                           generator, output_type, return_dict, concept_values, quantize)

@@ -5,19 +5,17 @@ from __future__ import annotations
 
 import torch
 from diffusers import AutoencoderKL, VQModel
-from diffusers.image_processor import VaeImageProcessor
-from diffusers.pipelines.pipeline_utils import DiffusionPipeline, ImagePipelineOutput
+from diffusers.pipelines.pipeline_utils import ImagePipelineOutput
 from diffusers.schedulers.scheduling_utils import SchedulerMixin
 
 from ..models.mar_transformer import MARTransformer
 from ..schedulers.scheduling_maskgit import MaskGITScheduler
-from .concept_inputs import ConceptPrompts, prepare_concept_inputs
-from .denoising import check_sampling_options
-from .tuple_dit import check_tokenizer, check_unclipped_scheduler, decode_standardized_latents
-from .unmasking import unmask_latents
+from .concept_inputs import ConceptPrompts
+from .tuple_dit import check_unclipped_scheduler
+from .unmasking import MaskedLatentPipeline
 
 
-class MARPipeline(DiffusionPipeline):
+class MARPipeline(MaskedLatentPipeline):
     r"""Generate images of concept classes (``"111"``, ``(1, 1, 1)``) with MAR's masked decoding (Li et al. 2024).
 
     Tokens are revealed as in :class:`~compgen.pipelines.givt.GIVTPipeline` (MaskGIT's schedule, a random order);
@@ -39,11 +37,8 @@ class MARPipeline(DiffusionPipeline):
     def __init__(self, vqvae: VQModel | None, transformer: MARTransformer, scheduler: MaskGITScheduler,
                  head_scheduler: SchedulerMixin, vae: AutoencoderKL | None = None) -> None:
         super().__init__()
-        check_tokenizer(vqvae, vae, transformer)
         check_unclipped_scheduler(head_scheduler)
-        self.register_modules(vqvae=vqvae, transformer=transformer, scheduler=scheduler, head_scheduler=head_scheduler,
-                              vae=vae)
-        self.image_processor = VaeImageProcessor(do_resize=False)
+        self._register_latent_modules(vqvae, transformer, scheduler, vae, head_scheduler=head_scheduler)
 
     @torch.no_grad()
     def __call__(
@@ -75,35 +70,22 @@ class MARPipeline(DiffusionPipeline):
             concept_values: ``full``-conditioning transformers only: continuous values per prompt or per image.
             quantize: Snap the latents to a VQ tokenizer's codebook before decoding (ignored with a KL tokenizer).
         """
-        check_sampling_options(output_type, num_inference_steps)
         check_unclipped_scheduler(self.head_scheduler)  # also a scheduler swapped in after construction
-        if num_inference_steps is None or num_head_steps < 1:
-            raise ValueError(f"num_inference_steps and num_head_steps must be positive integers, got "
-                             f"{num_inference_steps} and {num_head_steps}")
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
-        device = self._execution_device
-        inputs = prepare_concept_inputs(self.transformer, concepts, num_images_per_prompt, guidance_scale,
-                                        concept_values, device=device)
-        if inputs.do_classifier_free_guidance:
-            raise ValueError(f"guidance_scale {guidance_scale}: classifier-free guidance of MAR's diffusion head is "
-                             "not built; sample with guidance_scale=1")
+        if num_head_steps < 1:
+            raise ValueError(f"num_head_steps must be a positive integer, got {num_head_steps}")
 
-        def sample_tokens(output, reveal: torch.BoolTensor) -> torch.Tensor:
-            conditions = output.conditions[reveal]
-            shape = (len(conditions), self.transformer.config.latent_channels)
-            sample = temperature * torch.randn(shape, generator=generator).to(device, conditions.dtype)
-            self.head_scheduler.set_timesteps(num_head_steps, device=device)
-            for t in self.head_scheduler.timesteps:
-                prediction = self.transformer.denoise(sample, t, conditions)
-                sample = self.head_scheduler.step(prediction, t, sample, generator=generator).prev_sample
-            return sample
+        def sampler(device: torch.device):
+            def sample_tokens(output, reveal: torch.BoolTensor) -> torch.Tensor:
+                conditions = output.conditions[reveal]
+                shape = (len(conditions), self.transformer.config.latent_channels)
+                sample = temperature * torch.randn(shape, generator=generator).to(device, conditions.dtype)
+                self.head_scheduler.set_timesteps(num_head_steps, device=device)
+                for t in self.head_scheduler.timesteps:
+                    prediction = self.transformer.denoise(sample, t, conditions)
+                    sample = self.head_scheduler.step(prediction, t, sample, generator=generator).prev_sample
+                return sample
 
-        latents = unmask_latents(self.transformer, self.scheduler, inputs.model_kwargs, inputs.batch_size,
-                                 num_inference_steps, sample_tokens, generator, self.progress_bar)
-        image = decode_standardized_latents(self.transformer, self.vqvae, self.vae, latents, quantize)
-        image = self.image_processor.postprocess(image.float(), output_type=output_type)
-        self.maybe_free_model_hooks()
-        if not return_dict:
-            return (image,)
-        return ImagePipelineOutput(images=image)
+            return sample_tokens
+
+        return self.sample(sampler, concepts, num_images_per_prompt, num_inference_steps, temperature, guidance_scale,
+                           generator, output_type, return_dict, concept_values, quantize)

@@ -9,7 +9,6 @@ scheduler's prediction type. The latents are the DiT's (:func:`~compgen.training
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -18,12 +17,10 @@ from diffusers import AutoencoderKL, DDPMScheduler, VQModel
 
 from ..models.mar_transformer import MARTransformer
 from ..schedulers.scheduling_maskgit import MaskGITScheduler
-from .dit_task import LatentTokenizerMixin
-from .maskgit_task import training_conditioning
-from .task import TrainingTask, sample_in_batches
+from .masked_latent_task import MaskedLatentTask
 
 
-class MARTask(LatentTokenizerMixin, TrainingTask):
+class MARTask(MaskedLatentTask):
     """The diffusion loss of masked tokens' latents; samples decode through the tokenizer.
 
     Args:
@@ -34,6 +31,8 @@ class MARTask(LatentTokenizerMixin, TrainingTask):
         train_latents: ``(N, C, g, g)`` latents of the training images (row ``i`` for ``batch["index"] == i``).
         diffusion_batch_multiplier: Noise draws per masked token and step.
         eval_head_steps: The head's denoising steps per revealed token when the evaluation samples.
+        options: ``eval_inference_steps``, ``eval_temperature`` (the head's initial noise scale) and the rest of
+            :class:`~compgen.training.masked_latent_task.MaskedLatentTask`'s arguments.
     """
 
     def __init__(
@@ -44,45 +43,22 @@ class MARTask(LatentTokenizerMixin, TrainingTask):
         head_scheduler: DDPMScheduler,
         train_latents: torch.Tensor,
         diffusion_batch_multiplier: int = 4,
-        eval_inference_steps: int = 12,
         eval_head_steps: int = 25,
-        eval_temperature: float = 1.0,
-        eval_batch_size: int = 400,
-        use_full_conditioning: bool | None = None,
-        tokenizer_report: dict[str, Any] | None = None,
+        **options: Any,
     ) -> None:
         from ..pipelines.tuple_dit import check_unclipped_scheduler
 
         check_unclipped_scheduler(head_scheduler)
-        expected = (transformer.config.latent_channels, transformer.config.grid_size, transformer.config.grid_size)
-        if train_latents.ndim != 4 or tuple(train_latents.shape[1:]) != expected:
-            raise ValueError(f"train_latents must be (N, {', '.join(map(str, expected))}), "
-                             f"got {tuple(train_latents.shape)}")
-        if min(diffusion_batch_multiplier, eval_inference_steps, eval_head_steps) < 1 or eval_temperature < 0:
-            raise ValueError("diffusion_batch_multiplier, eval_inference_steps and eval_head_steps must be at least 1 "
-                             "and eval_temperature at least 0")
-        self.model = transformer
-        self.tokenizer = tokenizer.eval().requires_grad_(False)
-        self.scheduler = scheduler
+        if diffusion_batch_multiplier < 1 or eval_head_steps < 1:
+            raise ValueError("diffusion_batch_multiplier and eval_head_steps must be at least 1")
+        super().__init__(transformer, tokenizer, scheduler, train_latents, **options)
         self.head_scheduler = head_scheduler
-        self.train_latents = transformer.normalize_latents(train_latents.float())
         self.diffusion_batch_multiplier = diffusion_batch_multiplier
-        self.eval_inference_steps = eval_inference_steps
         self.eval_head_steps = eval_head_steps
-        self.eval_temperature = eval_temperature
-        self.eval_batch_size = eval_batch_size
-        self.use_full_conditioning = (
-            transformer.config.conditioning == "full" if use_full_conditioning is None else use_full_conditioning
-        )
-        self.tokenizer_report = tokenizer_report
 
     def compute_loss(self, model, batch, generator, step):
-        transformer = self.model  # for its configuration; ``model`` may be a data-parallel wrapper
-        latents = self.train_latents[batch["index"]]
+        latents, mask, conditioning = self.masked_batch(batch, generator)
         device = latents.device
-        grid = transformer.config.grid_size
-        mask = self.scheduler.sample_mask(len(latents), (grid, grid), generator, "random", device=device)
-        conditioning = training_conditioning(transformer, batch, generator, self.use_full_conditioning, device)
         targets = latents.flatten(2).transpose(1, 2)[mask].repeat(self.diffusion_batch_multiplier, 1)
         noise = torch.randn(targets.shape, generator=generator).to(device)
         timesteps = torch.randint(0, self.head_scheduler.config.num_train_timesteps, (len(targets),),
@@ -104,17 +80,8 @@ class MARTask(LatentTokenizerMixin, TrainingTask):
         return MARPipeline(transformer=transformer, scheduler=self.scheduler, head_scheduler=self.head_scheduler,
                            **self.tokenizer_components())
 
-    def generate(self, model, concepts, seed):
-        return sample_in_batches(self.pipeline(self.model), model, concepts, seed, self.eval_batch_size,
-                                 num_inference_steps=self.eval_inference_steps, num_head_steps=self.eval_head_steps,
-                                 temperature=self.eval_temperature)
-
     def eval_sampling(self) -> dict[str, Any]:
-        return {"num_inference_steps": self.eval_inference_steps, "num_head_steps": self.eval_head_steps,
-                "temperature": self.eval_temperature}
-
-    def save_pretrained(self, model, output_dir: Path) -> None:
-        self.pipeline(self.model).save_pretrained(output_dir, safe_serialization=True)
+        return super().eval_sampling() | {"num_head_steps": self.eval_head_steps}
 
     def model_card_details(self) -> dict[str, Any]:
         config = self.model.config

@@ -1,0 +1,78 @@
+"""What the training tasks of the masked models over continuous tokens (GIVT, MAR) share: a frozen tokenizer's
+standardized latents of the training images, MaskGIT's training masks and the concept conditioning of a step, the
+export of the pipeline, and sampling for the evaluation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from diffusers import AutoencoderKL, VQModel
+
+from ..schedulers.scheduling_maskgit import MaskGITScheduler
+from .dit_task import LatentTokenizerMixin
+from .maskgit_task import training_conditioning
+from .task import TrainingTask, sample_in_batches
+
+
+class MaskedLatentTask(LatentTokenizerMixin, TrainingTask):
+    """The shared part of :class:`~compgen.training.givt_task.GIVTTask` and :class:`~compgen.training.mar_task.MARTask`.
+
+    Args:
+        transformer: The model (its config holds the latent statistics).
+        tokenizer: The frozen tokenizer, a ``VQModel`` or an ``AutoencoderKL``.
+        scheduler: MaskGIT's schedule, for the training masks and the unmasking steps.
+        train_latents: ``(N, C, g, g)`` latents of the training images (row ``i`` for ``batch["index"] == i``).
+        eval_inference_steps: Unmasking steps of the evaluation's samples.
+        eval_temperature: The evaluation's sampling temperature (the pipeline's ``temperature``).
+    """
+
+    def __init__(
+        self,
+        transformer,
+        tokenizer: VQModel | AutoencoderKL,
+        scheduler: MaskGITScheduler,
+        train_latents: torch.Tensor,
+        eval_inference_steps: int = 12,
+        eval_temperature: float = 1.0,
+        eval_batch_size: int = 400,
+        use_full_conditioning: bool | None = None,
+        tokenizer_report: dict[str, Any] | None = None,
+    ) -> None:
+        expected = (transformer.config.latent_channels, transformer.config.grid_size, transformer.config.grid_size)
+        if train_latents.ndim != 4 or tuple(train_latents.shape[1:]) != expected:
+            raise ValueError(f"train_latents must be (N, {', '.join(map(str, expected))}), "
+                             f"got {tuple(train_latents.shape)}")
+        if eval_inference_steps < 1 or eval_temperature < 0:
+            raise ValueError("eval_inference_steps must be at least 1 and eval_temperature at least 0")
+        self.model = transformer
+        self.tokenizer = tokenizer.eval().requires_grad_(False)
+        self.scheduler = scheduler
+        self.train_latents = transformer.normalize_latents(train_latents.float())
+        self.eval_inference_steps = eval_inference_steps
+        self.eval_temperature = eval_temperature
+        self.eval_batch_size = eval_batch_size
+        self.use_full_conditioning = (
+            transformer.config.conditioning == "full" if use_full_conditioning is None else use_full_conditioning
+        )
+        self.tokenizer_report = tokenizer_report
+
+    def masked_batch(self, batch: dict[str, Any], generator: torch.Generator
+                     ) -> tuple[torch.Tensor, torch.BoolTensor, dict[str, Any]]:
+        """A step's standardized latents ``(B, C, g, g)``, its MaskGIT mask ``(B, L)`` and its conditioning."""
+        latents = self.train_latents[batch["index"]]
+        grid = self.model.config.grid_size
+        mask = self.scheduler.sample_mask(len(latents), (grid, grid), generator, "random", device=latents.device)
+        conditioning = training_conditioning(self.model, batch, generator, self.use_full_conditioning, latents.device)
+        return latents, mask, conditioning
+
+    def eval_sampling(self) -> dict[str, Any]:
+        return {"num_inference_steps": self.eval_inference_steps, "temperature": self.eval_temperature}
+
+    def generate(self, model, concepts, seed):
+        return sample_in_batches(self.pipeline(self.model), model, concepts, seed, self.eval_batch_size,
+                                 **self.eval_sampling())
+
+    def save_pretrained(self, model, output_dir: Path) -> None:
+        self.pipeline(self.model).save_pretrained(output_dir, safe_serialization=True)
