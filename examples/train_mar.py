@@ -33,10 +33,13 @@ from compgen.training.tokenizer_first import (
 PRESETS = {
     # MAR's head (Li et al. 2024): three adaLN blocks; width 1024 at its scale, 256 for these latents.
     "paper": TOKEN_TRANSFORMER_PRESETS["paper"] | dict(head_width=1024),
-    # As the cpu-quick GIVT: a constant learning rate after warm-up, EMA weights, positions at the tokens' scale.
+    # As the cpu-quick GIVT (a constant learning rate after warm-up, EMA weights, positions at the tokens' scale), with
+    # a narrower head, one noise draw per token and 2000 steps: with MAR's width 256 and four draws a step took 0.87 s
+    # on one core of a 2-core EPYC, 44 minutes for 3000 steps.
     "cpu-quick": TOKEN_TRANSFORMER_PRESETS["cpu-quick"] | dict(learning_rate=1e-3, lr_scheduler="constant_with_warmup",
                                                                use_ema=True, ema_decay=0.995,
-                                                               position_embedding_std=1.0),
+                                                               position_embedding_std=1.0, head_width=128,
+                                                               diffusion_batch_multiplier=1, max_train_steps=2000),
 }
 
 
