@@ -8,9 +8,9 @@
 #       multiprocess==0.70.19 fsspec==2026.9.0 importlib_metadata
 #   mkdir -p .gpu-cache && cp -r ~/.cache/compgen .gpu-cache/
 # GPU_CHECK_JOBS picks the jobs:
-#   paper-b (the default, 8 minutes or less): Paper B's grid, studies/paper_b_grid.yaml as the CPU runs it (27 cells:
-#     three seeds of nine arms, 2000 steps each), three cells at a time on the one GPU (tiny models: the GPU waits on
-#     Python, not on arithmetic), stopped at BUDGET_S with the summary of what finished; the study's summary, logs,
+#   paper-b (the default, 8 minutes or less): Paper B's grid, studies/paper_b_grid.yaml as the CPU runs it (33 cells:
+#     three seeds of eleven arms, GIVT and MAR included, 2000 steps each), three cells at a time on the one GPU (tiny
+#     models: the GPU waits on Python, not on arithmetic), stopped at BUDGET_S with the summary of what finished; the study's summary, logs,
 #     cards and samples come back in paper-b-grid.tar.gz.
 #   all: the jobs of the Paper A issues (13 minutes or less on one H100), below; speed: their speed jobs only.
 #   paper-a-train2 (8 minutes or less): Paper A's preset on H32-train2 (the split whose large triangles come out as
