@@ -41,6 +41,8 @@ class ImageScores:
     """The one-object check, or ``None`` when objects are not required (natural images)."""
     pixel_predictions: np.ndarray | None
     """``(N, V)`` pixel-scorer predictions (``-1`` rows without a valid object), or ``None`` without one."""
+    colour_strength: np.ndarray | None = None
+    """``(N,)`` the objects' colour strengths the typicality check measured (NaN without an object), or ``None``."""
 
     @property
     def has_object(self) -> np.ndarray:
@@ -120,9 +122,12 @@ class ImageScorer:
         scorer = self.pixel_scorer(x.shape[-2])
         isolate = self.probes.config.center_objects and self.probes.config.isolate_object
         objects = check_objects(x) if (self.require_object or scorer is not None or isolate) else None
+        strength = None
         if objects is not None and self.typicality is not None:
             colour = self.probes.space.names.index("color")
-            objects = self.typicality.screen(x, objects, None if concepts is None else np.asarray(concepts)[:, colour])
+            objects, found = self.typicality.screen(x, objects,
+                                                    None if concepts is None else np.asarray(concepts)[:, colour])
+            strength = found.strength
         probabilities = [p.numpy() for p in self.probes.predict_proba(x, batch_size=self.batch_size,
                                                                        objects=objects)]
         predictions = np.stack([p.argmax(axis=1) for p in probabilities], axis=1)
@@ -131,4 +136,5 @@ class ImageScorer:
             predictions[~objects.valid] = -1
             probabilities = [np.where(objects.valid[:, None], p, 0.0) for p in probabilities]
         pixel_predictions = scorer.predict(x, objects=objects) if scorer is not None else None
-        return ImageScores(predictions, probabilities, objects if self.require_object else None, pixel_predictions)
+        return ImageScores(predictions, probabilities, objects if self.require_object else None, pixel_predictions,
+                           strength)

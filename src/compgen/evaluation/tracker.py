@@ -34,7 +34,7 @@ from .metrics import (
 from .pixel_scorer import PixelStatisticsScorer
 from .probes import ConceptProbes
 from .scoring import ImageScorer
-from .typicality import fidelity as class_fidelity
+from .typicality import colour_strength, strength_fidelity
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ class LearningDynamicsTracker:
         self.levels = graph.levels
         self.chance = chance_accuracy(graph.space.cardinalities)
         self.records: list[dict[str, Any]] = []
-        self._references: dict[str, np.ndarray] = {}
+        self._reference_strengths: dict[str, np.ndarray] = {}
         self.commit = source_commit()
         self._start = time.perf_counter()
 
@@ -143,7 +143,7 @@ class LearningDynamicsTracker:
             if objects is not None:
                 failures[name] = objects.failure_counts(rows)
             if self.scorer.typicality is not None:
-                fidelity[name] = class_fidelity(images[rows], self._reference(name))
+                fidelity[name] = strength_fidelity(scores.colour_strength[rows], self._reference_strength(name))
             if pixel_predictions is not None:
                 pixel_accuracy[name] = multiplicative_accuracy(pixel_predictions[rows], target)
                 probe_correct = per_image_correctness(predictions[rows], target).all(axis=1)
@@ -209,16 +209,18 @@ class LearningDynamicsTracker:
             accelerator.log(flat_scalars(record), step=int(step))
         return record
 
-    def _reference(self, name: str) -> np.ndarray:
-        """Real renders of class ``name`` (the default data's look, colour and size ranges) for the fidelity."""
-        if name not in self._references:
+    def _reference_strength(self, name: str) -> np.ndarray:
+        """Colour strengths of real renders of class ``name`` (the default data's look, colour and size ranges), the
+        fidelity's reference: rendered and measured once per tracker."""
+        if name not in self._reference_strengths:
             from ..shapes import PAPER_COLOR_JITTER, PAPER_SIZE_JITTER, RenderConfig, render_classes
 
             config = RenderConfig(image_size=self.probes.config.image_size, color_jitter=PAPER_COLOR_JITTER,
                                   size_jitter=PAPER_SIZE_JITTER)
-            self._references[name] = render_classes(self.graph.space, [name] * FIDELITY_REFERENCE_IMAGES,
-                                                    seed=FIDELITY_REFERENCE_SEED, config=config).images
-        return self._references[name]
+            images = render_classes(self.graph.space, [name] * FIDELITY_REFERENCE_IMAGES,
+                                    seed=FIDELITY_REFERENCE_SEED, config=config).images
+            self._reference_strengths[name] = colour_strength(images)
+        return self._reference_strengths[name]
 
     def _save_samples(self, images: np.ndarray, step: int) -> None:
         n, k = self.num_images_per_class, min(self.samples_per_class, self.num_images_per_class)

@@ -201,14 +201,17 @@ class TypicalityCheck:
         hybrid = objects.valid & ~pale & (halo > self.max_halo)
         return Screened(halo, strength, pale, hybrid)
 
-    def screen(self, images: ImageInput, objects: ObjectCheck, colours: np.ndarray | None = None) -> ObjectCheck:
-        """``objects`` with hybrids and pale objects marked invalid (reasons ``"hybrid"`` and ``"pale"``)."""
+    def screen(self, images: ImageInput, objects: ObjectCheck, colours: np.ndarray | None = None
+               ) -> tuple[ObjectCheck, Screened]:
+        """``objects`` with hybrids and pale objects marked invalid (reasons ``"hybrid"`` and ``"pale"``), and the
+        measurements behind it (their colour strengths serve the fidelity without measuring the images again)."""
         found = self.measure(images, objects, colours)
         reasons = objects.reasons.copy()
         reasons[found.pale] = "pale"
         reasons[found.hybrid] = "hybrid"
-        return ObjectCheck(reasons == "ok", reasons, objects.labels, objects.object_mask, objects.background,
-                           objects.distance)
+        screened = ObjectCheck(reasons == "ok", reasons, objects.labels, objects.object_mask, objects.background,
+                               objects.distance)
+        return screened, found
 
 
 @functools.lru_cache(maxsize=8)
@@ -239,8 +242,12 @@ def _calibrated(variables: tuple[tuple[str, tuple[str, ...]], ...], image_size: 
 def fidelity(generated: ImageInput, reference: ImageInput) -> dict[str, float]:
     """Colour strength of generated images of one class against real images of it: the medians, their ratio
     (``1.0``: as strong as the data), and the two-sample Kolmogorov-Smirnov statistic (``0``: same distribution)."""
-    ours = colour_strength(generated)
-    real = colour_strength(reference)
+    return strength_fidelity(colour_strength(generated), colour_strength(reference))
+
+
+def strength_fidelity(ours: np.ndarray, real: np.ndarray) -> dict[str, float]:
+    """:func:`fidelity` from colour strengths already measured (NaN entries, images without an object, are left
+    out)."""
     ours, real = ours[np.isfinite(ours)], real[np.isfinite(real)]
     if len(ours) == 0 or len(real) == 0:
         return {"strength": float("nan"), "real_strength": float("nan"), "ratio": float("nan"), "ks": float("nan")}
