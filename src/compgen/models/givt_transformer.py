@@ -21,7 +21,7 @@ from torch import nn
 
 from .gaussian_mixture import mixture_log_prob
 from .masked_latent_transformer import MaskedLatentTransformer
-from .standardized_latents import check_latent_statistics
+from .standardized_latents import check_latent_model_options
 
 
 @dataclass
@@ -77,13 +77,10 @@ class GIVTTransformer(MaskedLatentTransformer):
     ) -> None:
         super().__init__()
         space = self._register_concepts(concept_space, conditioning, continuous_concepts, concept_dropout)
-        if hidden_size % num_heads:
-            raise ValueError(f"hidden_size {hidden_size} must be divisible by num_heads {num_heads}")
         if min(num_layers, latent_channels, grid_size, num_mixtures) < 1:
             raise ValueError("num_layers, latent_channels, grid_size and num_mixtures must be at least 1")
-        check_latent_statistics(latent_channels, latent_mean, latent_std)
-        if not position_embedding_std > 0:
-            raise ValueError(f"position_embedding_std must be positive, got {position_embedding_std}")
+        check_latent_model_options(hidden_size, num_heads, latent_channels, latent_mean, latent_std,
+                                   position_embedding_std)
 
         self._build_backbone(space, latent_channels, grid_size, hidden_size, num_layers, num_heads, mlp_ratio, dropout,
                              position_embedding_std)

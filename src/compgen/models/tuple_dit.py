@@ -22,7 +22,7 @@ from torch import nn
 
 from .concept_embedding import ConceptConditionedMixin, SinusoidalTimesteps, broadcast_timesteps
 from .maskgit_transformer import transformer_blocks
-from .standardized_latents import StandardizedLatentsMixin, check_latent_statistics
+from .standardized_latents import StandardizedLatentsMixin, check_latent_model_options
 
 
 class TupleConditionedDiT(StandardizedLatentsMixin, ConceptConditionedMixin, ModelMixin, ConfigMixin):
@@ -68,13 +68,10 @@ class TupleConditionedDiT(StandardizedLatentsMixin, ConceptConditionedMixin, Mod
     ) -> None:
         super().__init__()
         space = self._register_concepts(concept_space, conditioning, continuous_concepts, concept_dropout)
-        if hidden_size % num_heads:
-            raise ValueError(f"hidden_size {hidden_size} must be divisible by num_heads {num_heads}")
         if num_layers < 1 or latent_channels < 1 or grid_size < 1:
             raise ValueError("num_layers, latent_channels and grid_size must be at least 1")
-        check_latent_statistics(latent_channels, latent_mean, latent_std)
-        if not position_embedding_std > 0:
-            raise ValueError(f"position_embedding_std must be positive, got {position_embedding_std}")
+        check_latent_model_options(hidden_size, num_heads, latent_channels, latent_mean, latent_std,
+                                   position_embedding_std)
 
         self.num_tokens = grid_size * grid_size
         self.num_prefix = space.num_variables + 1  # concept tokens, then the time token
