@@ -12,6 +12,8 @@
 #     three seeds of eleven arms, GIVT and MAR included, 2000 steps each), three cells at a time on the one GPU (tiny
 #     models: the GPU waits on Python, not on arithmetic), stopped at BUDGET_S with the summary of what finished; the study's summary, logs,
 #     cards and samples come back in paper-b-grid.tar.gz.
+#   paper-b-ladder (8 minutes or less): Paper B's ladder, studies/paper_b_ladder.yaml (MaskGIT -> GIVT -> MAR -> DiT
+#     on one VQ tokenizer, three seeds, 12 cells of 2000 steps), four cells at a time; paper-b-ladder.tar.gz comes back.
 #   all: the jobs of the Paper A issues (13 minutes or less on one H100), below; speed: their speed jobs only.
 #   paper-a-train2 (8 minutes or less): Paper A's preset on H32-train2 (the split whose large triangles come out as
 #     hybrids on the CPU, results/paper-a-hybrids/), seed 0 then seed 1 with what is left; with "all" (H32-train1,
@@ -30,7 +32,7 @@ JOBS=${GPU_CHECK_JOBS:-paper-b}
 START=$(date +%s)
 SPEED_S=300               # seconds kept for the speed jobs
 case $JOBS in
-    speed) DEFAULT_BUDGET=$SPEED_S ;; paper-b|paper-a-train2) DEFAULT_BUDGET=450 ;; *) DEFAULT_BUDGET=$((470 + SPEED_S)) ;;
+    speed) DEFAULT_BUDGET=$SPEED_S ;; paper-b|paper-b-ladder|paper-a-train2) DEFAULT_BUDGET=450 ;; *) DEFAULT_BUDGET=$((470 + SPEED_S)) ;;
 esac
 BUDGET=${BUDGET_S:-$DEFAULT_BUDGET}   # seconds for the whole check
 mkdir -p "$OUT"
@@ -69,11 +71,15 @@ speed_jobs() {  # 2. Speed: each job under its own limit, 300 s in all
         --torch_compile reduce-overhead --eval_steps 7800 --output_dir "$OUT/speed-paper-unet"
 }
 
-if [[ $JOBS == paper-b ]]; then
-    # Paper B's grid (issue: "Paper B answered on the CPU"); interrupted at its limit, the runner writes the summary.
-    run paper-b-grid $(( $(left) - 20 )) python examples/run_study.py --study "${GRID_STUDY:-studies/paper_b_grid.yaml}" \
-        --output_dir /tmp/paper-b-grid --parallel 3 --threads_per_worker 4
-    tar -czf "$OUT/paper-b-grid.tar.gz" -C /tmp --exclude checkpoints --exclude '*.safetensors' paper-b-grid
+if [[ $JOBS == paper-b || $JOBS == paper-b-ladder ]]; then
+    # A study of Paper B's; interrupted at its limit, the runner writes the summary of what finished.
+    if [[ $JOBS == paper-b ]]; then study=studies/paper_b_grid.yaml parallel=3; else
+        study=studies/paper_b_ladder.yaml parallel=4; fi
+    # GRID_MODELS="a b" runs those arms only; GRID_PARALLEL cells at a time (16 CPU threads shared among them).
+    parallel=${GRID_PARALLEL:-$parallel}
+    run "$JOBS" $(( $(left) - 20 )) python examples/run_study.py --study "$study" ${GRID_MODELS:+--models $GRID_MODELS} \
+        --output_dir "/tmp/$JOBS" --parallel "$parallel" --threads_per_worker $(( 16 / parallel ))
+    tar -czf "$OUT/$JOBS.tar.gz" -C /tmp --exclude checkpoints --exclude '*.safetensors' "$JOBS"
     echo "total wall_s=$(( $(date +%s) - START ))" | tee -a "$OUT/jobs.txt"
     exit 0
 fi

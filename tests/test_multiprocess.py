@@ -15,7 +15,7 @@ import torch
 from repo_scripts import REPO_ROOT
 from safetensors.torch import load_file
 
-from compgen import MaskGITPipeline, TupleConditionedDDPMPipeline
+from compgen import GIVTPipeline, MARPipeline, MaskGITPipeline, TupleConditionedDDPMPipeline
 from compgen.data.concept_graph_builder import build_concept_graph_dataset
 from compgen.training.runner import parse_runs, run_queue
 
@@ -90,6 +90,34 @@ def test_two_process_maskgit_jepa_trains_tokenizer_then_transformer(dataset_dir,
     pipe.set_progress_bar_config(disable=True)
     assert pipe("111", num_inference_steps=2, output_type="np").images.shape == (1, 28, 28, 3)
     assert (out / "jepa_target" / "predictor.safetensors").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["givt", "mar"])
+def test_two_process_givt_and_mar_log_once_and_resume_exactly(dataset_dir, tmp_path, model):
+    """Paper B's middle rungs under two processes: the tokenizer first, one log line per evaluation, and a run
+    stopped at step 3 and resumed ends with the weights of an uninterrupted one (MAR's noise draws included)."""
+    tiny = [*TINY_MASKGIT[:-2], "--mixed_precision", "no"]  # no JEPA flags: GIVT and MAR have no JEPA
+    if model == "mar":
+        tiny += ["--head_width", "16", "--head_depth", "1", "--num_train_timesteps", "20", "--eval_head_steps", "2"]
+    data, script = ["--dataset", str(dataset_dir)], f"examples/train_{model}.py"
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    torchrun(script, *data, *tiny, "--max_train_steps", "6", "--output_dir", str(straight))
+    assert log_steps(straight) == [3, 6]
+    assert json.loads((straight / "checkpoints" / "checkpoint-6" / "trainer_state.json").read_text())[
+        "num_processes"] == 2
+    torchrun(script, *data, *tiny, "--max_train_steps", "3", "--output_dir", str(resumed),
+             "--vqvae_path", str(straight / "vqvae"))
+    torchrun(script, *data, *tiny, "--max_train_steps", "6", "--output_dir", str(resumed),
+             "--vqvae_path", str(straight / "vqvae"), "--resume_from_checkpoint", "latest")
+    weights = "transformer/diffusion_pytorch_model.safetensors"
+    a, b = load_file(str(straight / weights)), load_file(str(resumed / weights))
+    for name in a:
+        torch.testing.assert_close(b[name], a[name], rtol=0, atol=0, msg=name)
+    pipeline = {"givt": GIVTPipeline, "mar": MARPipeline}[model].from_pretrained(straight)
+    pipeline.set_progress_bar_config(disable=True)
+    extra = {"num_head_steps": 2} if model == "mar" else {}
+    assert pipeline("111", num_inference_steps=2, output_type="np", **extra).images.shape == (1, 28, 28, 3)
 
 
 def test_queue_runs_one_after_another_in_one_process_and_survives_a_failing_run(dataset_dir, tmp_path):

@@ -62,3 +62,19 @@ def test_the_check_would_have_caught_the_misstated_paper_b_statistics_and_pointe
     assert unbacked_numbers("first step >= 0.5: 833; 0.591 +- 0.058", summary) == ["833", "0.058"]
     assert unbacked_numbers("0.591 +- 0.071, first steps 750 / 750 / 1000", summary) == []
     assert not (REPO / "examples" / "compare_maskgit_jepa.py").exists()  # a README naming it fails the path check
+
+
+def test_a_study_directory_copied_from_where_it_ran_still_yields_its_cells(tmp_path):
+    """A study's summary names each cell by the absolute path it ran in (a cluster's or a GPU machine's /tmp); a copy
+    of the study directory elsewhere finds its cells under its own ``cells/``."""
+    from compgen.evaluation.results import collect_runs
+
+    study = tmp_path / "copied-study"
+    cell = study / "cells" / "dit__full__h32__seed0"
+    cell.mkdir(parents=True)
+    (cell / "learning_dynamics.jsonl").write_text("\n".join(json.dumps(r) for r in _records([0.2, 1.0])) + "\n")
+    gone = "/nonexistent/where-it-ran/cells/dit__full__h32__seed0"
+    (study / "summary.json").write_text(json.dumps({"cells": [{"output_dir": gone, "command": "train.py"}]}))
+    runs = collect_runs([study])
+    assert runs == {"dit__full__h32__seed0": {"log": cell / "learning_dynamics.jsonl", "samples": cell / "samples",
+                                              "command": "train.py"}}

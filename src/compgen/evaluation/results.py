@@ -111,6 +111,8 @@ def collect_runs(sources: Sequence[str | Path]) -> dict[str, dict[str, Any]]:
             study = json.loads((source / "summary.json").read_text())
             for cell in study["cells"]:
                 directory = Path(cell["output_dir"])
+                if not directory.is_dir():  # a study directory copied from where it ran: its cells moved with it
+                    directory = source / "cells" / directory.name
                 log = directory / "learning_dynamics.jsonl"
                 if log.is_file():
                     runs[directory.name] = {"log": log, "samples": directory / "samples",
