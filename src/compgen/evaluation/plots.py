@@ -81,6 +81,9 @@ def plot_learning_dynamics(
         ax.annotate(name, (x[-1], y[-1]), fontsize=7, color=level_color(level), xytext=(3, 0),
                     textcoords="offset points", va="center")
     ax.axhline(records[0]["chance"], color="gray", linestyle=":", linewidth=1, label="chance")
+    boundary = next((r["phase_start_step"] for r in records if "phase_start_step" in r), None)
+    if boundary is not None and x_key == "step":  # a fine-tuning run (--init_from): where the second phase starts
+        ax.axvline(boundary, color="black", linestyle="--", linewidth=1, label="fine-tuning starts")
     _style_axis(ax, x, log_x, x_key.replace("_", " "), metric.replace("_", " "))
     ax.legend(frameon=False, fontsize=8)
     ax.set_title(title or f"{metric.replace('_', ' ')} per class")

@@ -100,6 +100,8 @@ class LearningDynamicsTracker:
         self.levels = graph.levels
         self.chance = chance_accuracy(graph.space.cardinalities)
         self.records: list[dict[str, Any]] = []
+        self.record_fields: dict[str, Any] = {}
+        """Fields added to every record (a fine-tuning run's phase: :mod:`compgen.training.fine_tuning`)."""
         self._reference_strengths: dict[str, np.ndarray] = {}
         self.commit = source_commit()
         self._start = time.perf_counter()
@@ -195,6 +197,7 @@ class LearningDynamicsTracker:
             record["sampling"] = dict(sampling)
         record["scorer_version"] = self.scorer.version
         record["commit"] = self.commit
+        record.update(self.record_fields)
         self.records.append(record)
         is_main = accelerator is None or getattr(accelerator, "is_main_process", True)
         if is_main and self.log_path is not None:
@@ -337,3 +340,15 @@ def memorizing_generator(graph: ConceptGraph, image_size: int = 28) -> SampleFun
         return render([nearest[graph.format(c)] for c in concepts], seed)
 
     return generate
+
+
+def format_record(record: dict[str, Any]) -> str:
+    """One evaluation record as a progress-bar line: per-level accuracy by both scorers, and where they disagree."""
+    levels = record.get("level_accuracy", {})
+    text = " ".join(f"L{level}={value:.2f}" for level, value in sorted(levels.items()))
+    pixel = record.get("pixel_level_accuracy")
+    if pixel:
+        text += " | pixel scorer " + " ".join(f"L{level}={value:.2f}" for level, value in sorted(pixel.items()))
+    if record.get("scorer_disagreements"):
+        text += f" | scorers disagree on {', '.join(record['scorer_disagreements'])}"
+    return f"[eval step {record.get('step')}] {text}"

@@ -61,6 +61,9 @@ class TrainingConfig:
     checkpoints_total_limit: int | None = 2
     resume_from_checkpoint: str | None = None
     overwrite_output_dir: bool = False
+    init_from: str | None = None
+    """Fine-tune: start from another run's weights (its export, one checkpoint, or its run directory) instead of
+    ``--seed``'s; the log starts with that run's records (:mod:`compgen.training.fine_tuning`)."""
     use_ema: bool = True
     ema_decay: float = 0.999
     eval_steps: int = 500

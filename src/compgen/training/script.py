@@ -36,6 +36,7 @@ from ..data.loading import (
     training_data_from,
 )
 from .config import TrainingConfig, add_training_arguments, config_from_args, multi_cpu_launch
+from .fine_tuning import resolve_initial_weights
 from .profile import RunProfile
 from .run_directory import RunDirectory, RunDirectoryClaim, RunDirectoryInUseError
 from .task import TrainingTask, check_batch_fits
@@ -180,6 +181,8 @@ def prepare_run(
         celeba_options = celeba_builder_options(args)
         _check_dataset_config(args)
         config.check_environment()
+        if config.init_from:
+            resolve_initial_weights(config.init_from)  # a path that holds no usable weights fails here, not later
         if state.is_main_process:
             run_directory = RunDirectory(config.output_dir)
             claim = run_directory.claim()

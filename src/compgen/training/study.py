@@ -26,6 +26,15 @@ A dataset entry may also define a new concept-graph config, exported once into t
       - {name: h32-train2, training_classes: ["000", "001", "011", "101"]}
       - {name: tiny, split_preset: H32-train1, images_per_class: 32, test_images_per_class: 4}
 
+A model may fine-tune another's cells (Paper A, Fig. 9): ``init_from`` names a model trained from scratch on one
+dataset, and each cell of this model starts from its cell of the same seed and conditioning mode, after it finished
+(``--init_from``: :mod:`compgen.training.fine_tuning`), on the model's own ``datasets`` for its own ``steps``::
+
+    models:
+      unet: {script: ../examples/train_tuple_unet.py, flags: {preset: quickstart}}
+      unet-plus-101: {script: ../examples/train_tuple_unet.py, init_from: unet, steps: 400,
+                      datasets: [{name: fail1-plus-101, training_classes: ["000", "100", "001", "111", "101"]}]}
+
 The tokenizer trains on each study dataset's training split, unless ``tokenizer: {dataset: ...}`` names one dataset
 (a name or a config mapping, as above) for a single tokenizer shared by every cell, e.g. one trained on all eight
 classes when the training-split tokenizer caps the held-out classes (its name then labels every result)::
@@ -63,6 +72,7 @@ import yaml
 
 from .run_directory import claim_run_directory
 from .runner import RunResult, run_in_process
+from .study_cells import Cell, TokenizerRun, canonical_json, file_safe, flags_to_argv
 from .study_checks import UniqueKeyLoader, check_definition, expect, expect_flags, expect_list, expect_unique
 from .study_launchers import Launcher, LocalLauncher
 from .study_records import cell_finished, check_unchanged, export_is_current, record_definition, record_run
@@ -84,49 +94,14 @@ STUDY_FLAGS: dict[str, str] = {
     "and dropout", "max_train_steps": "its steps", "dataset": "its datasets", "dataset_config": "its datasets",
     "output_dir": "run_study's --output_dir", "resume_from_checkpoint": "itself (every cell resumes)",
     "overwrite_output_dir": "nothing: a rerun never replaces a finished cell",
+    "init_from": "the model's init_from (another model of the study)",
 }
 """Flags the study gives every cell itself (a study file may not set them), and where each comes from."""
+FINE_TUNING_KEYS = ("datasets", "init_from", "steps")
+"""A model's own datasets and steps, and the model whose cells its cells start from (see the module docstring)."""
+FINISHED = ("ok", "finished before")
 TOKENIZER_FLAGS = ("dataset", "dataset_config", "output_dir", "resume_from_checkpoint", "overwrite_output_dir")
 """Flags the study gives its tokenizer runs itself."""
-
-@dataclass(frozen=True)
-class Cell:
-    """One training run of a study."""
-
-    model: str
-    conditioning: str
-    seed: int
-    dataset: str
-    command: tuple[str, ...]
-    output_dir: Path
-    identity: str = ""
-    """What the cell is (script, options, dataset and tokenizer definitions), as JSON: see ``study_records``."""
-
-    @property
-    def name(self) -> str:
-        return f"{self.model}/{self.conditioning}/{self.dataset}/seed{self.seed}"
-
-    @property
-    def arm(self) -> str:
-        """What the cell's seeds average over: the model, its conditioning mode and the dataset."""
-        return f"{self.model} ({self.conditioning}) on {self.dataset}"
-
-
-@dataclass(frozen=True)
-class TokenizerRun:
-    """The training of one study tokenizer (shared by the token models' cells of its datasets)."""
-
-    dataset: str
-    command: tuple[str, ...]
-    output_dir: Path
-    identity: str
-    tokenizer: str = ""
-    """Its name in the study's ``tokenizers`` (``""``: the study's ``tokenizer``)."""
-
-    @property
-    def name(self) -> str:
-        return f"tokenizer {self.tokenizer + ' ' if self.tokenizer else ''}{self.dataset}"
-
 
 @dataclass
 class Study:
@@ -201,7 +176,7 @@ class Study:
             where = f"{source}: model {name!r}"
             expect(name, str, f"{where}: its name")
             expect(model, dict, where)
-            extra = sorted(set(model) - {"script", "tokens", "flags", "conditioning"})
+            extra = sorted(set(model) - {"script", "tokens", "flags", "conditioning", *FINE_TUNING_KEYS})
             if extra:
                 raise ValueError(f"{where} has unknown keys {extra}")
             expect(model.get("script"), str, f"{where}: script")
@@ -210,6 +185,7 @@ class Study:
             expect(model.get("tokens", False), (bool, str), f"{where}: tokens")
             reserved = STUDY_FLAGS | ({"vqvae_path": "its tokenizer"} if model.get("tokens") else {})
             expect_flags(model.get("flags", {}), f"{where}: flags", reserved)
+            self._validate_fine_tuning(name, model, where)
             if "conditioning" in model:
                 expect_list(model["conditioning"], str, f"{where}: conditioning")
             if model.get("tokens") is True and self.tokenizer is None:
@@ -238,7 +214,8 @@ class Study:
             expect_flags(spec.get("flags", {}), f"{where}: flags", dict.fromkeys(TOKENIZER_FLAGS, "the study"))
         expect_list(self.datasets, (str, dict), f"{source}: datasets")
         tokenizer_datasets = [spec["dataset"] for spec in self.tokenizer_specs().values() if "dataset" in spec]
-        for entry in self.datasets + tokenizer_datasets:
+        model_datasets = [entry for model in self.models.values() for entry in model.get("datasets", [])]
+        for entry in self.datasets + tokenizer_datasets + model_datasets:
             expect(entry, (str, dict), f"{source}: dataset {entry!r}")
             if isinstance(entry, dict):
                 check_definition(entry, f"{source}: dataset {entry.get('name')!r}")
@@ -254,6 +231,36 @@ class Study:
     def dataset_names(self) -> list[str]:
         return [entry if isinstance(entry, str) else entry["name"] for entry in self.datasets]
 
+    def model_datasets(self, model: dict[str, Any]) -> list[str]:
+        """The datasets a model's cells train on: its own ``datasets``, else the study's."""
+        return [e if isinstance(e, str) else e["name"] for e in model["datasets"]] if "datasets" in model \
+            else self.dataset_names
+
+    def _validate_fine_tuning(self, name: str, model: dict[str, Any], where: str) -> None:
+        """A model's own ``steps`` and ``datasets``, and ``init_from``: another model of the study (not itself
+        fine-tuned, on one dataset, with this model's conditioning modes) whose cells of the same seed and mode give
+        the weights this model's cells start from (:mod:`compgen.training.fine_tuning`)."""
+        if "steps" in model and (not isinstance(model["steps"], int) or isinstance(model["steps"], bool)
+                                 or model["steps"] < 1):
+            raise ValueError(f"{where}: steps must be a positive integer, got {model['steps']!r}")
+        if "datasets" in model:
+            expect_list(model["datasets"], (str, dict), f"{where}: datasets")
+            if model.get("tokens"):
+                raise ValueError(f"{where}: a model with its own datasets cannot use tokens (one tokenizer per "
+                                 "study dataset)")
+        if "init_from" not in model:
+            return
+        source = model["init_from"]
+        if not isinstance(source, str) or source not in self.models or source == name:
+            raise ValueError(f"{where}: init_from must name another model of the study {sorted(self.models)}, got "
+                             f"{source!r}")
+        if "init_from" in self.models[source] or len(self.model_datasets(self.models[source])) != 1:
+            raise ValueError(f"{where}: init_from {source!r} must be trained from scratch on one dataset")
+        missing = set(model.get("conditioning", self.conditioning)) - set(
+            self.models[source].get("conditioning", self.conditioning))
+        if missing:
+            raise ValueError(f"{where}: init_from {source!r} has no cells of conditioning {sorted(missing)}")
+
     def tokenizer_specs(self) -> dict[str, dict[str, Any]]:
         """The study's tokenizers by name: the entries of ``tokenizers``, and ``tokenizer`` under the name ``""``."""
         return ({"": self.tokenizer} if self.tokenizer is not None else {}) | dict(self.tokenizers or {})
@@ -264,15 +271,16 @@ class Study:
         tokens = model.get("tokens", False)
         return None if tokens is False else "" if tokens is True else tokens
 
-    def _defined_datasets(self) -> list[dict[str, Any]]:
+    def defined_datasets(self) -> list[dict[str, Any]]:
         """The dataset configs the study defines (its datasets' and its tokenizers')."""
         entries = list(self.datasets) + [spec.get("dataset") for spec in self.tokenizer_specs().values()]
+        entries += [entry for model in self.models.values() for entry in model.get("datasets", [])]
         unique = {json.dumps(entry, sort_keys=True): entry for entry in entries if isinstance(entry, dict)}
         return list(unique.values())
 
     def _dataset_definition(self, name: str) -> str | dict[str, Any]:
         """What identifies a dataset of the study: its definition, or its name (a config, a directory, a Hub id)."""
-        return next((entry for entry in self._defined_datasets() if entry["name"] == name), name)
+        return next((entry for entry in self.defined_datasets() if entry["name"] == name), name)
 
     def tokenizer_dataset(self, dataset: str, tokenizer: str = "") -> str:
         """The dataset whose images train the tokenizer ``tokenizer`` of ``dataset``'s cells."""
@@ -284,7 +292,7 @@ class Study:
     def dataset_flags(self, output_dir: Path, name: str) -> dict[str, str]:
         """``--dataset`` (and ``--dataset_config``) for one dataset of the study."""
         if isinstance(self._dataset_definition(name), dict):
-            return {"dataset": str(output_dir / "data" / _slug(name)), "dataset_config": name}
+            return {"dataset": str(output_dir / "data" / file_safe(name)), "dataset_config": name}
         local = self.path(name)
         return {"dataset": str(local) if local.is_dir() else name}
 
@@ -294,8 +302,8 @@ class Study:
         from ..data.concept_graph_builder import ConceptGraphShapesConfig
         from ..data.export import export_concept_graph_configs
 
-        for entry in self._defined_datasets():
-            target = output_dir / "data" / _slug(entry["name"])
+        for entry in self.defined_datasets():
+            target = output_dir / "data" / file_safe(entry["name"])
             if not export_is_current(target, entry):
                 export_concept_graph_configs([ConceptGraphShapesConfig(**entry)], target, overwrite=True,
                                              cache_dir=str(output_dir / "data" / ".cache"))
@@ -304,7 +312,7 @@ class Study:
     def tokenizer_dir(self, output_dir: Path, dataset: str, tokenizer: str = "") -> Path:
         """``tokenizer/<dataset>`` for the study's ``tokenizer``, ``tokenizer/<name>__<dataset>`` for a named one."""
         prefix = f"{tokenizer}__" if tokenizer else ""
-        return output_dir / TOKENIZER_DIR / _slug(prefix + self.tokenizer_dataset(dataset, tokenizer))
+        return output_dir / TOKENIZER_DIR / file_safe(prefix + self.tokenizer_dataset(dataset, tokenizer))
 
     def _tokenizer_identity(self, dataset: str, tokenizer: str = "") -> dict[str, Any]:
         spec = self.tokenizer_specs()[tokenizer]
@@ -322,7 +330,7 @@ class Study:
                 command = (str(self.path(spec["script"])), *flags_to_argv(
                     spec.get("flags", {}) | self.dataset_flags(output_dir, dataset)
                     | {"output_dir": str(directory), "resume_from_checkpoint": "latest"}))
-                identity = _json(self._tokenizer_identity(dataset, tokenizer))
+                identity = canonical_json(self._tokenizer_identity(dataset, tokenizer))
                 runs.append(TokenizerRun(dataset, command, directory, identity, tokenizer))
         return runs
 
@@ -331,47 +339,43 @@ class Study:
         return [run.command for run in self.tokenizer_runs(output_dir)]
 
     def cells(self, output_dir: Path) -> list[Cell]:
-        """Every cell of the grid, in a fixed order (dataset, model, conditioning, seed)."""
-        cells = []
-        for dataset in self.dataset_names:
-            for model_name, model in self.models.items():
-                for mode in model.get("conditioning", self.conditioning):
-                    conditioning, dropped = CONDITIONING_MODES[mode]
-                    for seed in self.seeds:
-                        directory = output_dir / CELLS_DIR / _slug(f"{model_name}__{mode}__{dataset}__seed{seed}")
-                        options = self.flags | model.get("flags", {}) | {
-                            "conditioning": conditioning, "concept_dropout": self.dropout if dropped else 0.0,
-                            "seed": seed}
-                        flags = options | {"max_train_steps": self.steps, **self.dataset_flags(output_dir, dataset),
-                                           "output_dir": str(directory), "resume_from_checkpoint": "latest"}
-                        identity = {"script": model["script"], "flags": options,
-                                    "dataset": self._dataset_definition(dataset), "tokenizer": None}
-                        tokenizer = self.model_tokenizer(model)
-                        if tokenizer is not None:
-                            flags["vqvae_path"] = str(self.tokenizer_dir(output_dir, dataset, tokenizer))
-                            identity["tokenizer"] = self._tokenizer_identity(dataset, tokenizer)
-                        command = (str(self.path(model["script"])), *flags_to_argv(flags))
-                        cells.append(Cell(model_name, mode, seed, dataset, command, directory, _json(identity)))
+        """Every cell of the grid, in a fixed order (dataset, model, conditioning, seed); fine-tuning cells last."""
+        cells: list[Cell] = []
+        datasets = dict.fromkeys(d for model in self.models.values() for d in self.model_datasets(model))
+        for fine_tuning in (False, True):
+            for dataset in dict.fromkeys([*self.dataset_names, *datasets]):
+                for model_name, model in self.models.items():
+                    if ("init_from" in model) == fine_tuning and dataset in self.model_datasets(model):
+                        cells += self._model_cells(output_dir, model_name, dataset, cells)
         return cells
 
-
-def _json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True)
-
-
-def flags_to_argv(flags: dict[str, Any]) -> list[str]:
-    """``{"preset": "cpu-quick", "use_ema": False}`` -> ``["--preset", "cpu-quick", "--no_use_ema"]``."""
-    argv: list[str] = []
-    for name, value in flags.items():
-        if isinstance(value, bool):
-            argv.append(f"--{name}" if value else f"--no_{name}")
-        elif value is not None:
-            argv += [f"--{name}", str(value)]
-    return argv
-
-
-def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "-" for c in text)
+    def _model_cells(self, output_dir: Path, model_name: str, dataset: str, before: list[Cell]) -> list[Cell]:
+        model, cells = self.models[model_name], []
+        for mode in model.get("conditioning", self.conditioning):
+            conditioning, dropped = CONDITIONING_MODES[mode]
+            for seed in self.seeds:
+                directory = output_dir / CELLS_DIR / file_safe(f"{model_name}__{mode}__{dataset}__seed{seed}")
+                options = self.flags | model.get("flags", {}) | {
+                    "conditioning": conditioning, "concept_dropout": self.dropout if dropped else 0.0, "seed": seed}
+                steps = model.get("steps", self.steps)
+                flags = options | {"max_train_steps": steps, **self.dataset_flags(output_dir, dataset),
+                                   "output_dir": str(directory), "resume_from_checkpoint": "latest"}
+                identity = {"script": model["script"], "flags": options,
+                            "dataset": self._dataset_definition(dataset), "tokenizer": None}
+                tokenizer = self.model_tokenizer(model)
+                if tokenizer is not None:
+                    flags["vqvae_path"] = str(self.tokenizer_dir(output_dir, dataset, tokenizer))
+                    identity["tokenizer"] = self._tokenizer_identity(dataset, tokenizer)
+                source = None
+                if "init_from" in model:  # the same seed and mode of the source model, on its one dataset
+                    source = next(c for c in before if (c.model, c.conditioning, c.seed) == (model["init_from"],
+                                                                                           mode, seed))
+                    flags["init_from"] = str(source.output_dir)
+                    identity["init_from"] = json.loads(source.identity)
+                command = (str(self.path(model["script"])), *flags_to_argv(flags))
+                cells.append(Cell(model_name, mode, seed, dataset, command, directory, canonical_json(identity),
+                                  steps, source.name if source else None))
+        return cells
 
 
 def _run_cell(command: tuple[str, ...], threads: int | None) -> RunResult:
@@ -407,10 +411,10 @@ def _run_study(study: Study, output_dir: Path, parallel: int, threads_per_worker
 
     launcher = launcher or LocalLauncher(parallel)
     tokenizers, cells = study.tokenizer_runs(output_dir), study.cells(output_dir)
-    check_unchanged([*tokenizers, *cells], {cell.name: study.steps for cell in cells}, "the study file")
+    check_unchanged([*tokenizers, *cells], {cell.name: cell.steps for cell in cells}, "the study file")
     study.prepare_datasets(output_dir)
     statuses: dict[str, dict[str, Any]] = {}
-    todo = [cell for cell in cells if not cell_finished(cell, study.steps)]
+    todo = [cell for cell in cells if not cell_finished(cell, cell.steps)]
     for cell in cells:
         if cell not in todo:
             statuses[cell.name] = {"status": "finished before", "seconds": 0.0}
@@ -425,10 +429,15 @@ def _run_study(study: Study, output_dir: Path, parallel: int, threads_per_worker
             if statuses[run.name]["status"] != "ok":
                 raise RuntimeError(f"the study's tokenizer failed ({statuses[run.name].get('error')}); its cells "
                                    "cannot run")
-        for cell in todo:
-            record_run(cell, study.steps)
-        launcher.run(_run_cell, [cell.command for cell in todo], threads_per_worker, [cell.name for cell in todo],
-                     statuses, on_done=lambda: bar.update(1))
+        for wave in ([c for c in todo if c.source is None], [c for c in todo if c.source is not None]):
+            for cell in [c for c in wave if statuses.get(c.source, {"status": "ok"})["status"] not in FINISHED]:
+                statuses[cell.name] = {"status": "failed", "seconds": 0.0,
+                                       "error": f"the cell it starts from, {cell.source}, did not finish"}
+            wave = [cell for cell in wave if cell.name not in statuses]
+            for cell in wave:
+                record_run(cell, cell.steps)
+            launcher.run(_run_cell, [cell.command for cell in wave], threads_per_worker,
+                         [cell.name for cell in wave], statuses, on_done=lambda: bar.update(1))
     except KeyboardInterrupt:
         for cell in todo:
             statuses.setdefault(cell.name, {"status": "cancelled", "seconds": 0.0})

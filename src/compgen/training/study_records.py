@@ -118,5 +118,5 @@ def cell_finished(cell: Any, steps: int) -> bool:
         return False
     if not log.is_file():
         return True  # trained without evaluation
-    records = read_log(log)
-    return bool(records) and records[-1]["step"] >= steps
+    records = read_log(log)  # a fine-tuning cell's steps continue its source's (compgen.training.fine_tuning)
+    return bool(records) and records[-1]["step"] - records[-1].get("phase_start_step", 0) >= steps

@@ -32,6 +32,13 @@ def smoke_study(study: Study) -> Study:
         if study.model_tokenizer(model) is not None:
             flags |= SMOKE_TOKEN_MODEL_FLAGS | ({"jepa_layers": "auto"} if "jepa_layers" in flags else {})
         models[name] = model | {"flags": flags}
+        if "steps" in model:
+            models[name]["steps"] = 2
+        if "datasets" in model:  # a name of a dataset the study defines elsewhere names its smoke copy
+            defined = {entry["name"] for entry in study.defined_datasets()}
+            models[name]["datasets"] = [f"smoke-{entry}" if isinstance(entry, str) and entry in defined
+                                        else _smoke_dataset(entry)
+                                        for entry in model["datasets"]]
     tokenizers = {name: _smoke_tokenizer(spec) for name, spec in (study.tokenizers or {}).items()}
     return dataclasses.replace(
         study, name=f"{study.name}-smoke", seeds=study.seeds[:1], steps=2,

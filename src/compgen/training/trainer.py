@@ -42,11 +42,12 @@ from tqdm.auto import tqdm
 from ..atomic_io import atomic_write_text
 from ..concepts import ConceptGraph
 from ..data.loading import ConceptImageData
-from ..evaluation.tracker import LearningDynamicsTracker, levels_held, read_log
+from ..evaluation.tracker import LearningDynamicsTracker, format_record, levels_held, read_log
 from .acceleration import compile_mode, dynamo_plugin, fused_optimizer_supported, sampling_precision
 from .checkpoint import CheckpointError, load_checkpoint, read_trainer_state, save_checkpoint
 from .config import TrainingConfig, multi_cpu_launch, resolve_mixed_precision
 from .ema import ExponentialMovingAverage, MomentumSchedule
+from .fine_tuning import FINE_TUNE_PHASE, load_initial_weights, resolve_initial_weights, source_log_lines
 from .profile import RunProfile
 from .run_directory import RunDirectory
 from .task import TrainingTask, batch_indices, check_batch_fits, make_batch, mix_seed
@@ -96,13 +97,14 @@ class Trainer:
         self.graph = graph
         self.probes = probes
         self.dataset_name = dataset_name
-        self.profile = profile if profile is not None else RunProfile(start=time.time())
-        """Where the run's time goes (a script's profile holds its startup too); see :mod:`.profile`."""
+        self.profile = profile if profile is not None else RunProfile(start=time.time())  # where the time goes
         self.phase_prefix = phase_prefix
         self.output_dir = Path(config.output_dir)
         self.run_directory = RunDirectory(self.output_dir)
         self.checkpoint_dir = self.run_directory.checkpoint_dir
         self.log_path = self.run_directory.log_path
+        self.initial = resolve_initial_weights(config.init_from) if config.init_from else None
+        self.step_offset = self.initial.step if self.initial else 0  # logged step: the source's + this run's
 
     # --- setup -----------------------------------------------------------------------------------------------
 
@@ -133,6 +135,8 @@ class Trainer:
         accelerator.wait_for_everyone()
         # The model goes to its device (and into DDP) before the optimizer sees its parameters.
         model = accelerator.prepare(self.task.model)
+        if self.initial is not None:  # before the EMA copies the weights; a resumed run then loads its checkpoint
+            logger.info("--init_from: %s", load_initial_weights(accelerator.unwrap_model(model), self.initial))
         self.task.to(accelerator.device)
         self.task.sampling_compile_mode = compile_mode(config.torch_compile)
         optimizer = torch.optim.AdamW(
@@ -165,7 +169,9 @@ class Trainer:
         elif config.resume_from_checkpoint:
             logger.info("no checkpoint in %s: starting from scratch", self.checkpoint_dir)
         if accelerator.is_main_process:
-            self._truncate_log(state.step)
+            if self.initial is not None and state.step == 0:  # a fresh fine-tuning run: the source phase first
+                atomic_write_text(self.log_path, "".join(source_log_lines(self.initial)))
+            self._truncate_log(state.step + self.step_offset)
         return state
 
     # --- checkpoints -----------------------------------------------------------------------------------------
@@ -242,6 +248,8 @@ class Trainer:
             sample_dir=self.run_directory.sample_dir,
         )
         tracker.records = read_log(self.log_path) if self.log_path.is_file() else []
+        if self.initial is not None:
+            tracker.record_fields = {"phase": FINE_TUNE_PHASE, "phase_start_step": self.step_offset}
         return tracker
 
     # --- the loop -------------------------------------------------------------------------------------------
@@ -300,9 +308,9 @@ class Trainer:
         precision = self.config.eval_mixed_precision
         if precision != "no":
             sampling["mixed_precision"] = precision
+        generate, step = functools.partial(self.task.generate, eval_model), state.step + self.step_offset
         with sampling_precision(eval_model, precision, accelerator.device.type):
-            return tracker.evaluate(functools.partial(self.task.generate, eval_model), step=state.step,
-                                    images_seen=state.images_seen, accelerator=accelerator, sampling=sampling)
+            return tracker.evaluate(generate, step, state.images_seen, accelerator=accelerator, sampling=sampling)
 
     def _levels_held(self, accelerator: Accelerator, tracker: LearningDynamicsTracker | None) -> bool:
         """Whether the levels hold (``--eval_steps_held``): the main process decides from its tracker's records, every
@@ -338,6 +346,10 @@ class Trainer:
         with self._phase("setup: evaluation scorers"):
             tracker = self._make_tracker() if accelerator.is_main_process else None
             held = self._levels_held(accelerator, tracker)
+        if evaluating and self.initial is not None and state.step == 0:  # the loaded weights on the new graph
+            if tracker is not None:
+                logger.info("before fine-tuning: %s", format_record(self.evaluate(accelerator, state, tracker)))
+            accelerator.wait_for_everyone()
 
         progress = tqdm(total=config.max_train_steps, initial=state.step, desc="training",
                         disable=not accelerator.is_local_main_process)
@@ -364,7 +376,7 @@ class Trainer:
                          "images_per_second": (state.images_seen - start_images)
                          / max(time.perf_counter() - start_time, 1e-9)}
                 progress.set_postfix(loss=f"{logs['loss']:.4f}")
-                accelerator.log(logs, step=state.step)
+                accelerator.log(logs, step=state.step + self.step_offset)
                 running = {}
             # Evaluate before checkpointing: a run killed during the evaluation resumes from the checkpoint before
             # and repeats the evaluation, so no evaluation is ever lost.
@@ -372,7 +384,7 @@ class Trainer:
                 begin = time.time()
                 if tracker is not None:
                     record = self.evaluate(accelerator, state, tracker)
-                    progress.write(_format_record(record))
+                    progress.write(format_record(record))
                     self.profile.add(self.phase_prefix + "evaluation: sampling", record["generate_s"])
                 accelerator.wait_for_everyone()
                 held = self._levels_held(accelerator, tracker)
@@ -436,15 +448,3 @@ class Trainer:
             details=self.task.model_card_details(),
             dataset_name=self.dataset_name,
         )
-
-
-def _format_record(record: dict[str, Any]) -> str:
-    """One evaluation record as a progress-bar line: per-level accuracy by both scorers, and where they disagree."""
-    levels = record.get("level_accuracy", {})
-    text = " ".join(f"L{level}={value:.2f}" for level, value in sorted(levels.items()))
-    pixel = record.get("pixel_level_accuracy")
-    if pixel:
-        text += " | pixel scorer " + " ".join(f"L{level}={value:.2f}" for level, value in sorted(pixel.items()))
-    if record.get("scorer_disagreements"):
-        text += f" | scorers disagree on {', '.join(record['scorer_disagreements'])}"
-    return f"[eval step {record.get('step')}] {text}"
