@@ -14,6 +14,9 @@
 #     cards and samples come back in paper-b-grid.tar.gz.
 #   paper-b-ladder (8 minutes or less): Paper B's ladder, studies/paper_b_ladder.yaml (MaskGIT -> GIVT -> MAR -> DiT
 #     on one VQ tokenizer, three seeds, 12 cells of 2000 steps), four cells at a time; paper-b-ladder.tar.gz comes back.
+#   study (8 minutes or less): any study file, GRID_STUDY=studies/NAME.yaml (e.g. Paper A's findings at Paper A's scale,
+#     studies/paper_a_*_gpu.yaml), GRID_PARALLEL cells at a time (default 1), stopped at BUDGET_S with the summary of
+#     what finished; study.tar.gz comes back.
 #   all: the jobs of the Paper A issues (13 minutes or less on one H100), below; speed: their speed jobs only.
 #   paper-a-train2 (8 minutes or less): Paper A's preset on H32-train2 (the split whose large triangles come out as
 #     hybrids on the CPU, results/paper-a-hybrids/), seed 0 then seed 1 with what is left; with "all" (H32-train1,
@@ -32,7 +35,7 @@ JOBS=${GPU_CHECK_JOBS:-paper-b}
 START=$(date +%s)
 SPEED_S=300               # seconds kept for the speed jobs
 case $JOBS in
-    speed) DEFAULT_BUDGET=$SPEED_S ;; paper-b|paper-b-ladder|paper-a-train2) DEFAULT_BUDGET=450 ;; *) DEFAULT_BUDGET=$((470 + SPEED_S)) ;;
+    speed) DEFAULT_BUDGET=$SPEED_S ;; paper-b|paper-b-ladder|paper-a-train2|study) DEFAULT_BUDGET=450 ;; *) DEFAULT_BUDGET=$((470 + SPEED_S)) ;;
 esac
 BUDGET=${BUDGET_S:-$DEFAULT_BUDGET}   # seconds for the whole check
 mkdir -p "$OUT"
@@ -71,10 +74,13 @@ speed_jobs() {  # 2. Speed: each job under its own limit, 300 s in all
         --torch_compile reduce-overhead --eval_steps 7800 --output_dir "$OUT/speed-paper-unet"
 }
 
-if [[ $JOBS == paper-b || $JOBS == paper-b-ladder ]]; then
-    # A study of Paper B's; interrupted at its limit, the runner writes the summary of what finished.
-    if [[ $JOBS == paper-b ]]; then study=studies/paper_b_grid.yaml parallel=3; else
-        study=studies/paper_b_ladder.yaml parallel=4; fi
+if [[ $JOBS == paper-b || $JOBS == paper-b-ladder || $JOBS == study ]]; then
+    # A study; interrupted at its limit, the runner writes the summary of what finished.
+    case $JOBS in
+        paper-b) study=studies/paper_b_grid.yaml parallel=3 ;;
+        paper-b-ladder) study=studies/paper_b_ladder.yaml parallel=4 ;;
+        study) study=${GRID_STUDY:?GPU_CHECK_JOBS=study needs GRID_STUDY=studies/NAME.yaml} parallel=1 ;;
+    esac
     # GRID_MODELS="a b" runs those arms only; GRID_PARALLEL cells at a time (16 CPU threads shared among them).
     parallel=${GRID_PARALLEL:-$parallel}
     run "$JOBS" $(( $(left) - 20 )) python examples/run_study.py --study "$study" ${GRID_MODELS:+--models $GRID_MODELS} \
