@@ -52,6 +52,9 @@ def toy_model_fit(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "predicted": [round(float(v), 4) for v in model],
             "rmse": round(float(np.sqrt(np.mean((model - measured) ** 2))), 4),
             "final_error": round(float(model[-1] - measured[-1]), 4)}
+        if all("object_rate" in r for r in records):  # a sample without one valid object is wrong on every concept
+            by_level[str(level)]["object_rate"] = [
+                round(float(np.mean([r["object_rate"][name] for name in members])), 4) for r in records]
     return {"steps": [int(s) for s in steps], "method": "least squares per class and concept (grid over p)",
             "rates": {name: {c: float(f"{p:.4g}") for c, p in r.items()} for name, r in rates.items()},
             "levels": by_level}
