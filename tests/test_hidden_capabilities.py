@@ -62,3 +62,49 @@ def test_a_colour_sweep_and_bad_requests(monkeypatch):
         value_sweep(pipe, "unet", "111", "shape", [[1.0]], images=2)
     with pytest.raises(ValueError, match="color takes 3 numbers per value"):
         value_sweep(pipe, "unet", "111", "color", [[0.5]], images=2)
+
+
+def test_far_off_values_are_refused_and_non_finite_samples_never_scored(monkeypatch):
+    """1e20 as a size reads as an absent capability ("no object 1.00") if the NaN samples it gives are scored: it is
+    refused before sampling, and a model that returns non-finite samples gets a row saying so, with no accuracy."""
+    pipe = RenderingPipeline(monkeypatch)
+    with pytest.raises(ValueError, match="far outside the model's size values"):
+        value_sweep(pipe, "unet", "111", "size", [[1e20]], images=2)
+    with pytest.raises(ValueError, match="far outside"):
+        value_sweep(pipe, "unet", "111", "size", [[float("nan")]], images=2)
+    assert pipe.calls == []
+
+    class NaNPipeline(RenderingPipeline):
+        def __call__(self, *args, **kwargs):
+            out = super().__call__(*args, **kwargs)
+            out.images[0] = np.nan
+            return out
+
+    rows = value_sweep(NaNPipeline(monkeypatch), "unet", "111", "size", [[1.6]], images=4)
+    assert rows == [{"value": pytest.approx(1.6), "probes": None, "pixel": None, "no_object": None, "hybrid": None,
+                     "pale": None, "non_finite": 0.25}]
+
+
+def test_the_command_refuses_a_run_without_export_a_missing_checkpoint_and_a_directory_output(tmp_path, capsys):
+    from compgen.evaluation.hidden_capabilities import main
+
+    argv = ["--concepts", "111", "--variable", "size", "--values", "1.6"]
+    with pytest.raises(SystemExit):
+        main([str(tmp_path), *argv])
+    assert "no exported pipeline" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main([str(tmp_path), *argv, "--output", str(tmp_path)])
+    assert "a directory; give a file name" in capsys.readouterr().err
+    run = tmp_path / "run"
+    from diffusers import DDPMScheduler
+
+    from compgen import TupleConditionedDDPMPipeline
+
+    unet = TupleConditionedUNet2DModel(concept_space=SPACE.to_dict(), block_out_channels=(8, 16), layers_per_block=1,
+                                       conditioning="full", continuous_concepts=shapes_continuous_concepts(SPACE))
+    TupleConditionedDDPMPipeline(unet=unet, scheduler=DDPMScheduler(num_train_timesteps=10)).save_pretrained(run)
+    (run / "checkpoints" / "checkpoint-4").mkdir(parents=True)
+    with pytest.raises(SystemExit):
+        main([str(run), *argv, "--checkpoint", "checkpoint-9"])
+    err = capsys.readouterr().err
+    assert "no such checkpoint" in err and "checkpoint-4" in err and "EMA" not in err
