@@ -218,6 +218,26 @@ class RunDirectory:
                              f"(there: {found})")
         return [path]
 
+    def check_resume(self, config: TrainingConfig, num_processes: int) -> None:
+        """Before any work (data, probes, a tokenizer): raise ``ValueError`` if the checkpoint a resume would continue
+        from (the newest readable one) was written with other training options or processes, or is past
+        ``--max_train_steps`` (the export would then hold that later step's weights under a card of fewer steps)."""
+        for path in self.resume_candidates(config.resume_from_checkpoint):
+            try:
+                state = read_trainer_state(path)
+            except CheckpointError:
+                continue  # a broken checkpoint: the resume falls back past it
+            if int(state.get("step", 0)) > config.max_train_steps:
+                raise ValueError(f"{path} is at step {state['step']}, past --max_train_steps {config.max_train_steps}: "
+                                 "the run already trained further; resume with --max_train_steps "
+                                 f"{state['step']} or more, or train a new run in another --output_dir")
+            try:
+                self.check_resumable(state, path, config, num_processes, [])
+            except CheckpointError as error:
+                raise ValueError(f"{error}. Nothing was changed and its checkpoints are intact: resume with the "
+                                 "options it was started with, or train a new run in another --output_dir") from None
+            return
+
     @staticmethod
     def check_resumable(trainer_state: dict[str, Any], path: Path, config: TrainingConfig, num_processes: int,
                         task_schedules: list[str]) -> None:

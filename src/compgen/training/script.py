@@ -187,6 +187,7 @@ def prepare_run(
             run_directory = RunDirectory(config.output_dir)
             claim = run_directory.claim()
             run_directory.check_start(config.resume_from_checkpoint, config.overwrite_output_dir)
+            run_directory.check_resume(config, state.num_processes)
         if validate is not None:
             validate(args)
         profile.mark_startup()
