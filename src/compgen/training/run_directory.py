@@ -253,8 +253,9 @@ class RunDirectory:
             differences = sorted(k for k in set(saved) | set(ours)
                                  if k not in RUN_OPTIONS and saved.get(k, defaults.get(k)) != ours.get(k))
             if differences or not saved:
+                changed = [_changed(k, saved.get(k, defaults.get(k)), ours.get(k)) for k in differences]
                 raise CheckpointError(f"checkpoint {path} was written by a run with other training options "
-                                      f"({', '.join(differences) or 'unknown'}); resuming it would mix two runs")
+                                      f"({'; '.join(changed) or 'unknown'}); resuming it would mix two runs")
         length = saved.get("max_train_steps")
         tied = ([] if config.lr_scheduler in LENGTH_FREE_LR_SCHEDULES else [f"--lr_scheduler {config.lr_scheduler}"])
         tied += task_schedules
@@ -291,3 +292,11 @@ def _checkpoint_run_id(path: Path) -> str | None:
         return read_trainer_state(path).get("run_id")
     except CheckpointError:
         return None
+
+
+def _changed(name: str, there: Any, now: Any) -> str:
+    """``--name A there vs B now`` for one changed option (each changed script option for ``extra``)."""
+    if name == "extra" and isinstance(there, dict) and isinstance(now, dict):
+        return "; ".join(_changed(key, there.get(key), now.get(key)) for key in sorted(set(there) | set(now))
+                         if there.get(key) != now.get(key))
+    return f"--{name} {there} there vs {now} now"
