@@ -70,6 +70,9 @@ def test_a_failing_cell_is_reported_and_the_others_run(tmp_path):
     ({"models": {"x": {"script": "examples/nope.py"}}}, "no script"),
     ({"models": {"x": {"script": "examples/train_dit.py", "tokens": True}}}, "no tokenizer"),
     ({"steps": 0}, "steps must be a positive integer"),
+    ({"datasets": [{"name": "..", "split_preset": "H32-train1"}]}, "give a plain name"),
+    ({"datasets": [{"name": ".", "split_preset": "H32-train1"}]}, "give a plain name"),
+    ({"datasets": [{"name": "a/b", "split_preset": "H32-train1"}]}, "give a plain name"),
 ])
 def test_study_files_are_checked_before_any_work(change, message):
     spec = {"name": "s", "seeds": [0], "steps": 2, "models": {"u": {"script": "examples/train_tuple_unet.py"}}}

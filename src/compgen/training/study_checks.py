@@ -71,6 +71,9 @@ def check_definition(entry: dict[str, Any], where: str) -> None:
 
     if not entry.get("name") or not isinstance(entry["name"], str):
         raise ValueError(f"{where}: a dataset defined in the study needs a name: {entry}")
+    if entry["name"].strip(".") == "" or any(c in entry["name"] for c in "/\\"):
+        raise ValueError(f"{where}: the name {entry['name']!r} would name the study's data/ directory itself or "
+                         "another one; give a plain name (letters, digits, '-', '_')")
     hints = typing.get_type_hints(ConceptGraphShapesConfig)
     own = [name for name in ConceptGraphShapesConfig.__annotations__ if name in hints]
     unknown = sorted(set(entry) - set(own) - {"name", "description"})
