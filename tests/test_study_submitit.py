@@ -61,3 +61,18 @@ def test_submitit_options_are_checked_before_any_work(tmp_path, capsys):
                         "--slurm_time", "0"])
     assert exit_info.value.code == 2 and "timeout_min must be a positive integer" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_submitit_dir_under_a_file_and_slurm_without_srun_are_argument_errors(tmp_path, capsys, monkeypatch):
+    run_study = load_repo_script("examples/run_study.py")
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(SystemExit) as exit_info:
+        run_study.main(["--smoke", "--output_dir", str(tmp_path / "out"), "--launcher", "submitit",
+                        "--submitit_cluster", "local", "--submitit_dir", str(tmp_path / "a-file" / "logs")])
+    assert exit_info.value.code == 2 and "is a file" in capsys.readouterr().err
+    monkeypatch.setenv("PATH", str(tmp_path))  # no srun, no sbatch
+    with pytest.raises(SystemExit) as exit_info:
+        run_study.main(["--smoke", "--output_dir", str(tmp_path / "out"), "--launcher", "submitit",
+                        "--submitit_cluster", "slurm"])
+    assert exit_info.value.code == 2 and "--submitit_cluster local" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

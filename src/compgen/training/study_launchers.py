@@ -110,6 +110,9 @@ class SubmititLauncher:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
         if not isinstance(self.gpus_per_job, int) or self.gpus_per_job < 0:
             raise ValueError(f"gpus_per_job must be a non-negative integer, got {self.gpus_per_job!r}")
+        existing = next(p for p in (Path(self.folder), *Path(self.folder).parents) if p.exists())
+        if not existing.is_dir():
+            raise ValueError(f"--submitit_dir {self.folder}: {existing} is a file, so the job logs cannot go there")
 
     def executor(self):
         """A configured ``submitit.AutoExecutor`` (raises a ``ValueError`` naming the fix when submitit is absent)."""
@@ -117,7 +120,11 @@ class SubmititLauncher:
             import submitit
         except ImportError:
             raise ValueError("--launcher submitit needs the submitit package: pip install submitit") from None
-        executor = submitit.AutoExecutor(folder=str(self.folder / "%j"), cluster=self.cluster)
+        try:
+            executor = submitit.AutoExecutor(folder=str(self.folder / "%j"), cluster=self.cluster)
+        except RuntimeError as error:  # e.g. no srun: not on a SLURM cluster
+            raise ValueError(f"--submitit_cluster {self.cluster}: {error} (run the study on a SLURM login node, or "
+                             "use --submitit_cluster local to run its jobs on this machine)") from None
         parameters: dict[str, Any] = {"timeout_min": self.timeout_min, "cpus_per_task": self.cpus_per_job,
                                       "slurm_array_parallelism": self.array_parallelism, "name": "compgen-study"}
         if self.gpus_per_job:
