@@ -48,6 +48,9 @@ def load_run_pipeline(run_dir: str | Path):
     index = Path(run_dir) / "model_index.json"
     if not index.is_file():
         raise ValueError(f"{run_dir} holds no exported pipeline (no model_index.json)")
+    from ..models.config_bounds import check_model_directory
+
+    check_model_directory(run_dir)  # a crafted config is refused before from_pretrained allocates anything
     name = json.loads(index.read_text())["_class_name"]
     if name not in PIPELINES:
         raise ValueError(f"{run_dir}: unknown pipeline {name}; known: {sorted(PIPELINES)}")

@@ -19,6 +19,7 @@ from diffusers.models.modeling_utils import ModelMixin  # noqa: F401 (diffusers'
 from diffusers.utils import BaseOutput
 from torch import nn
 
+from .config_bounds import check_config_bounds
 from .gaussian_mixture import mixture_log_prob
 from .masked_latent_transformer import MaskedLatentTransformer
 from .standardized_latents import check_latent_model_options
@@ -75,6 +76,7 @@ class GIVTTransformer(MaskedLatentTransformer):
         latent_std: list[float] | None = None,
         position_embedding_std: float = 0.02,
     ) -> None:
+        check_config_bounds(type(self).__name__, locals())
         super().__init__()
         space = self._register_concepts(concept_space, conditioning, continuous_concepts, concept_dropout)
         if min(num_layers, latent_channels, grid_size, num_mixtures) < 1:

@@ -20,6 +20,7 @@ from diffusers.utils import BaseOutput
 from torch import nn
 
 from .concept_embedding import SinusoidalTimesteps, broadcast_timesteps
+from .config_bounds import check_config_bounds
 from .masked_latent_transformer import MaskedLatentTransformer
 from .standardized_latents import check_latent_model_options
 
@@ -125,6 +126,7 @@ class MARTransformer(MaskedLatentTransformer):
         latent_std: list[float] | None = None,
         position_embedding_std: float = 0.02,
     ) -> None:
+        check_config_bounds(type(self).__name__, locals())
         super().__init__()
         space = self._register_concepts(concept_space, conditioning, continuous_concepts, concept_dropout)
         if min(num_layers, latent_channels, grid_size, head_width, head_depth) < 1:

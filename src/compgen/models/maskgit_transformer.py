@@ -20,6 +20,7 @@ from diffusers.utils import BaseOutput
 from torch import nn
 
 from .concept_embedding import ConceptConditionedMixin
+from .config_bounds import check_config_bounds
 
 
 def transformer_blocks(hidden_size: int, num_layers: int, num_heads: int, mlp_ratio: float = 4.0,
@@ -82,6 +83,7 @@ class MaskGITTransformer(ConceptConditionedMixin, ModelMixin, ConfigMixin):
         continuous_concepts: dict[str, list[list[float]]] | None = None,
         concept_dropout: float = 0.0,
     ) -> None:
+        check_config_bounds(type(self).__name__, locals())
         super().__init__()
         space = self._register_concepts(concept_space, conditioning, continuous_concepts, concept_dropout)
         if hidden_size % num_heads:

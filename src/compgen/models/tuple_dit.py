@@ -21,6 +21,7 @@ from diffusers.models.unets.unet_2d import UNet2DOutput
 from torch import nn
 
 from .concept_embedding import ConceptConditionedMixin, SinusoidalTimesteps, broadcast_timesteps
+from .config_bounds import check_config_bounds
 from .maskgit_transformer import transformer_blocks
 from .standardized_latents import StandardizedLatentsMixin, check_latent_model_options
 
@@ -66,6 +67,7 @@ class TupleConditionedDiT(StandardizedLatentsMixin, ConceptConditionedMixin, Mod
         latent_std: list[float] | None = None,
         position_embedding_std: float = 0.02,
     ) -> None:
+        check_config_bounds(type(self).__name__, locals())
         super().__init__()
         space = self._register_concepts(concept_space, conditioning, continuous_concepts, concept_dropout)
         if num_layers < 1 or latent_channels < 1 or grid_size < 1:

@@ -26,6 +26,7 @@ from diffusers.models.unets.unet_2d import UNet2DOutput
 from torch import nn
 
 from .concept_embedding import ConceptConditionedMixin, ConceptEmbedding, SinusoidalTimesteps, broadcast_timesteps
+from .config_bounds import check_config_bounds
 
 CONCEPT_MODULATIONS = ("multiply", "film", "add")
 BLOCK_TYPES = ("residual", "paper")
@@ -161,6 +162,7 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
         norm_type: str = "group",
         num_train_timesteps: int = 500,
     ) -> None:
+        check_config_bounds(type(self).__name__, locals())
         super().__init__()
         space = self._register_concepts(concept_space, conditioning, continuous_concepts, concept_dropout)
         for name, value, choices in (("concept_modulation", concept_modulation, CONCEPT_MODULATIONS),
