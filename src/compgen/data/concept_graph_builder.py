@@ -88,6 +88,13 @@ class ConceptGraphShapesConfig(datasets.BuilderConfig):
     """A directory in Paper A's published layout (:mod:`compgen.data.paper_files`): rows are read from its
     ``train/`` and ``test/`` images instead of rendered; the render options are then unused."""
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        # -0.0 passes the jitter range checks (``0 <= -0.0``) but numpy's ``uniform(0.0, -0.0)`` refuses it: read 0.0.
+        for field in ("color_jitter", "size_jitter", "position_range"):
+            if isinstance(getattr(self, field), float) and getattr(self, field) == 0:
+                setattr(self, field, 0.0)
+
     @property
     def space(self) -> ConceptSpace:
         """The concept space: the preset's, or the one set by ``num_shapes``, ``num_colors``, ``background``."""
@@ -162,8 +169,9 @@ class ConceptGraphShapesConfig(datasets.BuilderConfig):
         if self.data_dir is None:
             _ = self.render_config
         else:
-            from .paper_files import check_paper_counts
+            from .paper_files import check_image_size, check_paper_counts
 
+            check_image_size(self.image_size, self.name)
             for split in ("train", "test"):  # an error names a missing folder or a class with too few images
                 check_paper_counts(self.data_dir, split, self.class_counts_for(split))
         _check_count("test_images_per_class", self.test_images_per_class, self.name)
@@ -296,10 +304,16 @@ class ConceptGraphShapes(datasets.GeneratorBasedBuilder):
         # ``datasets`` only accepts the names in BUILDER_CONFIGS; any other name is a user-defined config
         # built from the keyword arguments alone (not from the default config's fields).
         if config_name is None or config_name in self.builder_configs:
-            return super()._create_builder_config(config_name, custom_features, config_id, **kwargs)
-        kwargs.setdefault("version", self.VERSION)
-        config = self.BUILDER_CONFIG_CLASS(name=config_name, **kwargs)
-        return config, config_id or config.create_config_id(kwargs, custom_features=custom_features)
+            config, config_id = super()._create_builder_config(config_name, custom_features, config_id, **kwargs)
+        else:
+            kwargs.setdefault("version", self.VERSION)
+            config = self.BUILDER_CONFIG_CLASS(name=config_name, **kwargs)
+            config_id = config_id or config.create_config_id(kwargs, custom_features=custom_features)
+        if config.data_dir is not None:  # the folder's absolute path and files key the cache, not the path string
+            from .paper_files import paper_fingerprint
+
+            config_id = f"{config_id}-{paper_fingerprint(config.data_dir)}"
+        return config, config_id
 
     def _info(self) -> datasets.DatasetInfo:
         self.config.validate()
@@ -316,7 +330,9 @@ class ConceptGraphShapes(datasets.GeneratorBasedBuilder):
     def _generate_examples(self, split: str) -> Iterator[tuple[int, dict[str, Any]]]:
         config = self.config
         if config.data_dir is not None:
-            yield from self._read_paper_files(split)
+            from .paper_files import paper_rows
+
+            yield from paper_rows(config, split)
             return
         space, graph, render_config = config.space, config.graph, config.render_config
         key = 0
@@ -352,27 +368,6 @@ class ConceptGraphShapes(datasets.GeneratorBasedBuilder):
                         "rotation": rotation[i],
                     }
                     key += 1
-
-
-    def _read_paper_files(self, split: str) -> Iterator[tuple[int, dict[str, Any]]]:
-        """Rows from a directory in Paper A's layout; position and rotation are unknown there (NaN)."""
-        from .paper_files import iter_paper_examples
-
-        config = self.config
-        space, graph = config.space, config.graph
-        examples = iter_paper_examples(config.data_dir, split, config.class_counts_for(split), config.image_size)
-        for key, (concept, example) in enumerate(examples):
-            parsed = space.parse(concept)
-            yield key, {
-                "image": {"bytes": encode_png(example["image"][None])[0], "path": None},
-                "concepts": concept,
-                "level": graph.level(parsed),
-                **dict(zip(space.names, parsed, strict=True)),
-                "color_rgb": example["color_rgb"],
-                "size_value": example["size_value"],
-                "position": [float("nan"), float("nan")],
-                "rotation": float("nan"),
-            }
 
 
 def concept_graph_features(space: ConceptSpace) -> datasets.Features:
