@@ -91,3 +91,24 @@ def test_a_missing_split_folder_is_named_before_anything_is_built(paper_dir, tmp
     with pytest.raises(FileNotFoundError, match=r"single-body_2d_3classes/test does not exist"):
         _build(paper_dir, tmp_path)
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_studys_data_dir_is_relative_to_the_study_file_not_the_working_directory(paper_dir, tmp_path, monkeypatch):
+    """A study defining a dataset on Paper A's folder by a relative ``data_dir`` reads that folder from wherever it is
+    run; a same-named folder in the working directory is never read instead."""
+    from compgen.training.study import Study
+
+    studies = paper_dir.parent / "studies"
+    studies.mkdir()
+    (studies / "s.yaml").write_text(
+        "name: s\nseeds: [0]\nsteps: 2\n"
+        f"datasets: [{{name: paper, split_preset: H32-train1, images_per_class: 4, test_images_per_class: 3, "
+        f"data_dir: ../{paper_dir.name}}}]\n"
+        "models: {u: {script: " + str(Path(__file__).resolve().parents[1] / "examples/train_tuple_unet.py") + "}}\n")
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / paper_dir.name).mkdir(parents=True)  # a decoy of the same name, empty
+    monkeypatch.chdir(elsewhere)
+    study = Study.from_file(studies / "s.yaml")
+    assert study.resolved(study.datasets[0])["data_dir"] == str(paper_dir)
+    study.prepare_datasets(tmp_path / "out")
+    assert (tmp_path / "out" / "data" / "paper").is_dir()

@@ -27,8 +27,7 @@ A dataset entry may also define a new concept-graph config, exported once into t
       - {name: tiny, split_preset: H32-train1, images_per_class: 32, test_images_per_class: 4}
 
 A model may fine-tune another's cells (Paper A, Fig. 9): ``init_from`` names a model trained from scratch on one
-dataset, and each cell of this model starts from its cell of the same seed and conditioning mode, after it finished
-(``--init_from``: :mod:`compgen.training.fine_tuning`), on the model's own ``datasets`` for its own ``steps``::
+dataset; each cell starts from its cell of the same seed and mode, on its own ``datasets`` and ``steps``::
 
     models:
       unet: {script: ../examples/train_tuple_unet.py, flags: {preset: quickstart}}
@@ -151,6 +150,9 @@ class Study:
         study.validate(source)
         return study
 
+    def resolved(self, entry: dict[str, Any]) -> dict[str, Any]:  # data_dir: relative to the study file's directory
+        return entry | {"data_dir": str(self.path(entry["data_dir"]))} if entry.get("data_dir") else entry
+
     def path(self, text: str) -> Path:
         """A path of the study file, resolved against :attr:`base_dir`."""
         return Path(os.path.normpath(self.base_dir / Path(text).expanduser()))
@@ -218,7 +220,7 @@ class Study:
         for entry in self.datasets + tokenizer_datasets + model_datasets:
             expect(entry, (str, dict), f"{source}: dataset {entry!r}")
             if isinstance(entry, dict):
-                check_definition(entry, f"{source}: dataset {entry.get('name')!r}")
+                check_definition(self.resolved(entry), f"{source}: dataset {entry.get('name')!r}")
         expect_unique(self.dataset_names, f"{source}: datasets")
         directories: dict[Path, Cell | TokenizerRun] = {}
         for run in [*self.tokenizer_runs(Path("study")), *self.cells(Path("study"))]:
@@ -305,7 +307,7 @@ class Study:
         for entry in self.defined_datasets():
             target = output_dir / "data" / file_safe(entry["name"])
             if not export_is_current(target, entry):
-                export_concept_graph_configs([ConceptGraphShapesConfig(**entry)], target, overwrite=True,
+                export_concept_graph_configs([ConceptGraphShapesConfig(**self.resolved(entry))], target, overwrite=True,
                                              cache_dir=str(output_dir / "data" / ".cache"))
                 record_definition(target, entry)
 
