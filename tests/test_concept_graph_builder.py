@@ -198,6 +198,8 @@ def test_building_is_deterministic_and_seeded(tmp_path):
         ({"training_classes": ["000"], "class_counts": {"000": 0}}, "every training class has 0 images"),
         ({"training_classes": ["000"], "images_per_class": -1}, "images_per_class must be a non-negative int"),
         ({"training_classes": ["000"], "test_images_per_class": 1.5}, "test_images_per_class"),
+        ({"training_classes": ["000"], "test_images_per_class": 0}, "test_images_per_class must be a positive int"),
+        ({"training_classes": ["000"], "tokenizer_images_per_class": 0}, "tokenizer_images_per_class must be a pos"),
         ({"training_classes": ["000"], "image_size": 8}, "image_size"),
         ({"training_classes": ["000"], "seed": -3}, "seed"),
     ],

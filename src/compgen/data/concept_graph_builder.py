@@ -174,9 +174,9 @@ class ConceptGraphShapesConfig(datasets.BuilderConfig):
             check_image_size(self.image_size, self.name)
             for split in ("train", "test"):  # an error names a missing folder or a class with too few images
                 check_paper_counts(self.data_dir, split, self.class_counts_for(split))
-        _check_count("test_images_per_class", self.test_images_per_class, self.name)
+        _check_count("test_images_per_class", self.test_images_per_class, self.name, minimum=1)  # an empty split fails
         if self.tokenizer_images_per_class is not None:
-            _check_count("tokenizer_images_per_class", self.tokenizer_images_per_class, self.name)
+            _check_count("tokenizer_images_per_class", self.tokenizer_images_per_class, self.name, minimum=1)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"config {self.name!r}: seed must be a non-negative int, got {self.seed!r}")
 
@@ -229,9 +229,10 @@ class ConceptGraphShapesConfig(datasets.BuilderConfig):
         )
 
 
-def _check_count(field: str, value: Any, config_name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
-        raise ValueError(f"config {config_name!r}: {field} must be a non-negative int, got {value!r}")
+def _check_count(field: str, value: Any, config_name: str, minimum: int = 0) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        what = "a positive" if minimum == 1 else "a non-negative"
+        raise ValueError(f"config {config_name!r}: {field} must be {what} int, got {value!r}")
 
 
 class ConceptGraphShapes(datasets.GeneratorBasedBuilder):
