@@ -76,3 +76,21 @@ def test_a_submitit_dir_under_a_file_and_slurm_without_srun_are_argument_errors(
                         "--submitit_cluster", "slurm"])
     assert exit_info.value.code == 2 and "--submitit_cluster local" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_local_job_ends_when_its_study_runner_is_killed(tmp_path):
+    """submitit's local jobs run under a controller that outlives a SIGKILLed runner: the job watches the runner's
+    pid and ends itself, so no orphan trains on into a cell directory a rerun will find in use."""
+    import subprocess
+    import sys
+    import time
+
+    runner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    job = subprocess.Popen([sys.executable, "-c", (
+        "import time\nfrom compgen.training.study_launchers import run_watched\n"
+        f"run_watched(lambda command, threads: time.sleep(60), (), None, {runner.pid}, poll_s=0.2)")])
+    time.sleep(1.0)
+    assert job.poll() is None
+    runner.kill()
+    runner.wait()
+    assert job.wait(timeout=20) != 0  # ended by its watch, long before its 60 s of "training"

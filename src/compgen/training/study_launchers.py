@@ -11,6 +11,8 @@ exactly as a local one. ``cluster="local"`` runs the same jobs as local processe
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -147,7 +149,11 @@ class SubmititLauncher:
             return
         executor = self.executor()
         with executor.batch():
-            jobs = [executor.submit(function, command, threads or self.cpus_per_job) for command in commands]
+            if self.cluster == "local":  # the jobs are grandchildren of this process: they must die with it
+                jobs = [executor.submit(run_watched, function, command, threads or self.cpus_per_job, os.getpid())
+                        for command in commands]
+            else:
+                jobs = [executor.submit(function, command, threads or self.cpus_per_job) for command in commands]
         try:
             for name, job in zip(names, jobs, strict=True):
                 log = {"log": str(job.paths.stdout), "job_id": str(job.job_id)}
@@ -165,3 +171,27 @@ class SubmititLauncher:
                     job.cancel(check=False)
                     statuses[name] = {"status": "interrupted", "seconds": 0.0, "job_id": str(job.job_id)}
             raise
+
+
+def run_watched(function: RunFunction, command: tuple[str, ...], threads: int | None, runner_pid: int,
+                poll_s: float = 2.0):
+    """Run ``function(command, threads)`` in a local submitit job, ending the job when the study runner
+    ``runner_pid`` is gone (killed, even by SIGKILL): submitit's local jobs run under a controller process that
+    outlives the runner, and an orphan would go on training into a cell directory that a rerun then finds in use."""
+    import signal
+    import threading
+
+    def watch() -> None:
+        while True:
+            time.sleep(poll_s)
+            try:
+                os.kill(runner_pid, 0)
+            except ProcessLookupError:
+                os.kill(os.getpid(), signal.SIGTERM)  # the run resumes from its last checkpoint on a rerun
+                return
+            except PermissionError:  # the pid now belongs to another user's process: the runner is gone
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+
+    threading.Thread(target=watch, name="study-runner-watch", daemon=True).start()
+    return function(command, threads)
