@@ -123,7 +123,9 @@ def test_a_second_run_fails_fast_naming_the_holder_and_a_killed_holder_leaves_no
         assert not (tmp_path / "second-cache").exists()  # refused before any data were built
         holder.kill()  # SIGKILL: no chance to clean up; the kernel drops the lock
         holder.wait()
-        resumed = train_unet(tiny_dataset, out, "--max_train_steps", "6", "--resume_from_checkpoint", "latest")
+        last = max(int(path.name.split("-")[1]) for path in (out / "checkpoints").glob("checkpoint-*"))
+        resumed = train_unet(tiny_dataset, out, "--max_train_steps", str(last + 2), "--resume_from_checkpoint",
+                             "latest")
         code, (_, err) = resumed.wait(timeout=120), resumed.communicate()
         assert code == 0, err[-2000:]
         assert "resumed from" in err and (out / "model_index.json").is_file()

@@ -299,4 +299,4 @@ def _changed(name: str, there: Any, now: Any) -> str:
     if name == "extra" and isinstance(there, dict) and isinstance(now, dict):
         return "; ".join(_changed(key, there.get(key), now.get(key)) for key in sorted(set(there) | set(now))
                          if there.get(key) != now.get(key))
-    return f"--{name} {there} there vs {now} now"
+    return f"--{name} {there!r} there vs {now!r} now"
