@@ -7,7 +7,6 @@ from conftest import reset_accelerate_state
 from repo_scripts import load_repo_script
 
 import compgen.training.script as script_module
-from compgen.data.concept_graph_builder import build_concept_graph_dataset
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 TINY = ["--block_out_channels", "8,16", "--layers_per_block", "1", "--train_batch_size", "8", "--eval_steps", "2",
@@ -16,13 +15,9 @@ TINY = ["--block_out_channels", "8,16", "--layers_per_block", "1", "--train_batc
 
 
 @pytest.fixture(scope="module")
-def finished_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("resume")
-    dataset = build_concept_graph_dataset("resume-h32", cache_dir=str(root / "cache"), split_preset="H32-train1",
-                                          images_per_class=16, test_images_per_class=2)
-    (root / "data").mkdir()
-    for split, data in dataset.items():
-        data.to_parquet(str(root / "data" / f"{split}-00000-of-00001.parquet"))
+def finished_run(dataset_dir):
+    """A finished 4-step run (checkpoints at 2 and 4) in ``dataset_dir``'s folder, on that tiny H32-train1 split."""
+    root = dataset_dir
     reset_accelerate_state()
     load_repo_script("examples/train_tuple_unet.py").main(
         [*TINY, "--dataset", str(root), "--max_train_steps", "4", "--output_dir", str(root / "run")])
