@@ -52,3 +52,22 @@ def test_a_resume_below_the_last_checkpoint_is_refused_and_the_export_kept(finis
     assert exit_info.value.code == 2 and "past --max_train_steps 2" in capsys.readouterr().err
     assert (run / "README.md").read_text() == card
     assert (run / "unet" / "diffusion_pytorch_model.safetensors").read_bytes() == weights
+
+
+def test_a_full_disk_during_a_checkpoint_leaves_no_half_written_folder(tmp_path):
+    """The write fails (ENOSPC): the temporary folder goes, the earlier checkpoints stay, and the error says so."""
+    import errno
+
+    from compgen.training.checkpoint import CheckpointError
+    from compgen.training.run_directory import RunDirectory
+
+    run = RunDirectory(tmp_path)
+    run.write_checkpoint(2, lambda folder: (folder / "model.safetensors").write_bytes(b"x"), "run", None)
+
+    def disk_full(folder):
+        (folder / "model.safetensors").write_bytes(b"partial")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(CheckpointError, match="No space left on device.*intact \\(checkpoint-2\\)"):
+        run.write_checkpoint(4, disk_full, "run", None)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["checkpoint-2"]

@@ -276,8 +276,15 @@ class RunDirectory:
         final = self.checkpoint_dir / f"checkpoint-{step}"
         tmp = self.checkpoint_dir / f".tmp-checkpoint-{step}"
         shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        write(tmp)
+        try:
+            tmp.mkdir(parents=True)
+            write(tmp)
+        except OSError as error:  # a full disk, a quota: no half-written folder stays, the earlier checkpoints do
+            shutil.rmtree(tmp, ignore_errors=True)
+            kept = ", ".join(path.name for _, path in self.checkpoints()) or "none"
+            raise CheckpointError(f"could not write checkpoint-{step} in {self.checkpoint_dir}: {error}; the "
+                                  f"checkpoints there are intact ({kept}): free space, then resume with "
+                                  "--resume_from_checkpoint latest") from error
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
         if limit is not None:
