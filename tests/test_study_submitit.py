@@ -46,6 +46,7 @@ def test_a_study_runs_as_submitit_jobs_reports_a_failed_job_with_its_log_and_ski
     assert bad["status"] == "failed" and "learning_rate must be a positive number" in bad["error"]
     log = Path(bad["log"])
     assert log.is_file() and log.is_relative_to(out / "submitit") and bad["job_id"]
+    assert not (out / "submitit" / "%j").exists()  # submitit's staging folder of the batch is not left behind
     # A rerun skips the finished cell and submits only the failed one again.
     with pytest.raises(SystemExit):
         run_study.main(argv)

@@ -11,6 +11,7 @@ exactly as a local one. ``cluster="local"`` runs the same jobs as local processe
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -171,6 +172,9 @@ class SubmititLauncher:
                     job.cancel(check=False)
                     statuses[name] = {"status": "interrupted", "seconds": 0.0, "job_id": str(job.job_id)}
             raise
+        finally:
+            with contextlib.suppress(OSError):  # submitit leaves an empty folder named by its "%j" template
+                (self.folder / "%j").rmdir()
 
 
 def run_watched(function: RunFunction, command: tuple[str, ...], threads: int | None, runner_pid: int,
