@@ -36,3 +36,15 @@ def test_transformer_widths_and_a_scheduler_in_an_export_are_bounded(tmp_path):
     (export / "scheduler" / "scheduler_config.json").write_text("{not json")
     with pytest.raises(ValueError, match="not a readable JSON config"):
         check_model_directory(export)
+
+
+def test_a_huge_width_on_the_command_line_is_an_argument_error_leaving_nothing(tmp_path, capsys):
+    from conftest import reset_accelerate_state
+    from repo_scripts import load_repo_script
+
+    reset_accelerate_state()
+    with pytest.raises(SystemExit) as exit_info:
+        load_repo_script("examples/train_tuple_unet.py").main(
+            ["--block_out_channels", "32,1000000", "--output_dir", str(tmp_path / "run")])
+    assert exit_info.value.code == 2 and "block_out_channels = [32, 1000000]" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()  # no lock file left behind either

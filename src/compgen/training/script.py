@@ -15,6 +15,7 @@ Option defaults are layered, each layer overriding the one before:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable
@@ -35,6 +36,7 @@ from ..data.loading import (
     split_tensors,
     training_data_from,
 )
+from ..models.config_bounds import CONFIG_BOUNDS, check_config_bounds
 from .config import TrainingConfig, add_training_arguments, config_from_args, multi_cpu_launch
 from .fine_tuning import resolve_initial_weights
 from .profile import RunProfile
@@ -190,6 +192,7 @@ def prepare_run(
             run_directory.check_resume(config, state.num_processes)
         if validate is not None:
             validate(args)
+        check_config_bounds("the command line", _bounded_options(args))  # before a model is built on them
         profile.mark_startup()
     except (ValueError, OSError, RunDirectoryInUseError) as error:
         if claim is not None:
@@ -222,6 +225,19 @@ def prepare_run(
                       splits=dataset_dict, profile=profile)
     torch.manual_seed(config.seed)  # the script builds its model next: initial weights are a function of --seed
     return args, config, run
+
+
+def _bounded_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options :data:`~compgen.models.config_bounds.CONFIG_BOUNDS` bounds, widths lists (``"32,64"``) as numbers."""
+    options = {}
+    for name in CONFIG_BOUNDS:
+        value = getattr(args, name, None)
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                options[name] = [int(part) for part in value.split(",")]
+        elif value is not None:
+            options[name] = value
+    return options
 
 
 def _check_tokenizer_split(args: argparse.Namespace, dataset_dict, dataset_name: str) -> None:
