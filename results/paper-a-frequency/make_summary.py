@@ -47,6 +47,8 @@ def sweep_summary(machine: dict) -> dict:
             per_n = [[rows[n][s]["levels"][level][scorer]["final"] for s in sorted(rows[n])] for n in ns]
             means = [round(statistics.mean(v), 3) for v in per_n]
             out["levels"][level][scorer] = {"final": per_n, "mean": means, "critical_n": critical_n(ns, means)}
+    out["varied_class_fidelity"] = [round(statistics.mean(rows[n][s]["final_per_class"][varied]["fidelity"]
+                                                      for s in rows[n]), 3) for n in ns]
     out["varied_class_final"] = {
         scorer: [round(statistics.mean(rows[n][s]["final_per_class"][varied][scorer] for s in rows[n]), 3)
                  for n in ns] for scorer in SCORERS}
@@ -74,7 +76,10 @@ def plot(name: str, sweep: dict, path: Path) -> None:
 
 
 def main() -> None:
-    summary = {"threshold": THRESHOLD, "sweeps": {}}
+    from compgen.data.concept_graph_builder import ConceptGraphShapes
+
+    other = ConceptGraphShapes.builder_configs["okawa-h32-train1"].images_per_class
+    summary = {"threshold": THRESHOLD, "other_classes_images": other, "sweeps": {}}
     for name in ("colour", "shape"):
         path = HERE / name / "summary.json"
         if path.is_file():
