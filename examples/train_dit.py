@@ -27,6 +27,7 @@ from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
 from compgen.training.dit_task import DiTTask
 from compgen.training.script import prepare_run
 from compgen.training.tokenizer_first import (
+    CONTINUOUS_CPU_QUICK,
     TOKEN_TRANSFORMER_PRESETS,
     add_latent_transformer_arguments,
     add_tokenizer_first_arguments,
@@ -39,9 +40,7 @@ from compgen.training.tokenizer_first import (
 PRESETS = {
     "paper": TOKEN_TRANSFORMER_PRESETS["paper"] | dict(use_ema=True, ema_decay=0.9999),
     # v-prediction, constant lr after warm-up and EMA, as the cpu-quick U-Net.
-    "cpu-quick": TOKEN_TRANSFORMER_PRESETS["cpu-quick"] | dict(learning_rate=1e-3, lr_scheduler="constant_with_warmup",
-                                                               use_ema=True, ema_decay=0.995,
-                                                               prediction_type="v_prediction"),
+    "cpu-quick": CONTINUOUS_CPU_QUICK | dict(prediction_type="v_prediction"),
 }
 
 

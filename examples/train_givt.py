@@ -21,6 +21,7 @@ from compgen import GIVTTransformer, MaskGITScheduler
 from compgen.training.givt_task import GIVTTask
 from compgen.training.script import prepare_run
 from compgen.training.tokenizer_first import (
+    CONTINUOUS_CPU_QUICK,
     TOKEN_TRANSFORMER_PRESETS,
     add_latent_transformer_arguments,
     add_tokenizer_first_arguments,
@@ -34,9 +35,7 @@ PRESETS = {
     "paper": TOKEN_TRANSFORMER_PRESETS["paper"],
     # As the cpu-quick DiT: a constant learning rate after warm-up and EMA weights; the positions at the tokens' scale,
     # since a fully masked grid is told apart by its positions alone.
-    "cpu-quick": TOKEN_TRANSFORMER_PRESETS["cpu-quick"] | dict(learning_rate=1e-3, lr_scheduler="constant_with_warmup",
-                                                               use_ema=True, ema_decay=0.995,
-                                                               position_embedding_std=1.0),
+    "cpu-quick": CONTINUOUS_CPU_QUICK | dict(position_embedding_std=1.0),
 }
 
 

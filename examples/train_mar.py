@@ -21,6 +21,7 @@ from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
 from compgen.training.mar_task import MARTask
 from compgen.training.script import prepare_run
 from compgen.training.tokenizer_first import (
+    CONTINUOUS_CPU_QUICK,
     TOKEN_TRANSFORMER_PRESETS,
     add_latent_transformer_arguments,
     add_tokenizer_first_arguments,
@@ -36,10 +37,8 @@ PRESETS = {
     # As the cpu-quick GIVT (a constant learning rate after warm-up, EMA weights, positions at the tokens' scale), with
     # a narrower head, one noise draw per token and 2000 steps: with MAR's width 256 and four draws a step took 0.87 s
     # on one core of a 2-core EPYC, 44 minutes for 3000 steps.
-    "cpu-quick": TOKEN_TRANSFORMER_PRESETS["cpu-quick"] | dict(learning_rate=1e-3, lr_scheduler="constant_with_warmup",
-                                                               use_ema=True, ema_decay=0.995,
-                                                               position_embedding_std=1.0, head_width=128,
-                                                               diffusion_batch_multiplier=1, max_train_steps=2000),
+    "cpu-quick": CONTINUOUS_CPU_QUICK | dict(position_embedding_std=1.0, head_width=128, diffusion_batch_multiplier=1,
+                                             max_train_steps=2000),
 }
 
 

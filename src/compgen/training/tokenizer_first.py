@@ -238,6 +238,10 @@ TOKEN_TRANSFORMER_PRESETS: dict[str, dict[str, Any]] = {
 }
 """What MaskGIT (``train_maskgit_jepa.py``) and the DiT (``train_dit.py``) share per preset: the tokenizer and the
 transformer, so that the two objectives are compared on the same tokens and the same backbone."""
+CONTINUOUS_CPU_QUICK: dict[str, Any] = TOKEN_TRANSFORMER_PRESETS["cpu-quick"] | dict(
+    learning_rate=1e-3, lr_scheduler="constant_with_warmup", use_ema=True, ema_decay=0.995)
+"""What the cpu-quick presets of the continuous rungs (the DiT, GIVT, MAR) share: a constant learning rate after
+warm-up and EMA weights."""
 
 
 def add_token_transformer_arguments(parser: argparse.ArgumentParser, title: str) -> argparse._ArgumentGroup:
