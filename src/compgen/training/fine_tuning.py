@@ -16,7 +16,6 @@ the new data's graph before any update: a class right before and wrong after sho
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,10 +25,9 @@ from safetensors.torch import load_file
 from torch import nn
 
 from ..evaluation.tracker import read_log
-from .checkpoint import MODEL_NAME
+from .checkpoint import CHECKPOINTS_DIR, MODEL_NAME, list_checkpoints
 
 SOURCE_PHASE, FINE_TUNE_PHASE = "source", "fine-tune"
-_CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -43,10 +41,10 @@ class InitialWeights:
     records: tuple[dict[str, Any], ...]
 
 
-def _latest_checkpoint(run_dir: Path) -> Path | None:
-    found = [(int(m.group(1)), p) for p in (run_dir / "checkpoints").glob("checkpoint-*")
-             if (m := _CHECKPOINT.search(p.name)) and (p / MODEL_NAME).is_file()]
-    return max(found)[1] if found else None
+def _latest_checkpoint(run_dir: Path) -> tuple[int, Path] | None:
+    found = [(step, path) for step, path in list_checkpoints(run_dir / CHECKPOINTS_DIR)
+             if (path / MODEL_NAME).is_file()]
+    return found[-1] if found else None
 
 
 def resolve_initial_weights(path: str | Path) -> InitialWeights:
@@ -66,9 +64,10 @@ def resolve_initial_weights(path: str | Path) -> InitialWeights:
         log = source / "learning_dynamics.jsonl"
         records = read_log(log) if log.is_file() else []
         latest = _latest_checkpoint(source)
-        step = records[-1]["step"] if records else int(_CHECKPOINT.search(latest.name).group(1)) if latest else 0
+        step = records[-1]["step"] if records else latest[0] if latest else 0
         return InitialWeights(source, files, step, tuple(records))
-    checkpoint = source if (source / MODEL_NAME).is_file() else _latest_checkpoint(source)
+    latest = _latest_checkpoint(source)
+    checkpoint = source if (source / MODEL_NAME).is_file() else latest[1] if latest else None
     if checkpoint is None:
         raise ValueError(f"--init_from {path}: holds no export (model_index.json), no checkpoint ({MODEL_NAME}) and "
                          "no checkpoints/checkpoint-N directory")

@@ -233,8 +233,8 @@ def _bounded_options(args: argparse.Namespace) -> dict[str, Any]:
     for name in CONFIG_BOUNDS:
         value = getattr(args, name, None)
         if isinstance(value, str):
-            with contextlib.suppress(ValueError):
-                options[name] = [int(part) for part in value.split(",")]
+            with contextlib.suppress(ValueError):  # not a width list: the script's own check names it
+                options[name] = list(parse_widths(value, name))
         elif value is not None:
             options[name] = value
     return options
