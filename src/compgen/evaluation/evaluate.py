@@ -74,6 +74,9 @@ def load_checkpoint_weights(pipeline, denoiser: str, checkpoint: Path, weights: 
 
 def checkpoint_weights_path(checkpoint: Path, weights: str) -> Path:
     """The file of a checkpoint's ``online`` or ``ema`` weights (``ValueError`` saying why it is missing)."""
+    if not checkpoint.is_dir():
+        found = sorted(p.name for p in checkpoint.parent.glob("checkpoint-*")) if checkpoint.parent.is_dir() else []
+        raise ValueError(f"{checkpoint}: no such checkpoint (the run has: {', '.join(found) or 'none'})")
     path = checkpoint / ("model.safetensors" if weights == "online" else "ema.safetensors")
     if not path.is_file():
         reason = "the run was trained without EMA (--no_use_ema): use --weights online" if weights == "ema" else \

@@ -128,10 +128,6 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
         if args.checkpoint is not None:
             path = Path(args.checkpoint) if Path(args.checkpoint).is_dir() else Path(args.run_dir) / "checkpoints" / \
                 args.checkpoint
-            if not path.is_dir():
-                found = sorted(p.name for p in (Path(args.run_dir) / "checkpoints").glob("checkpoint-*"))
-                raise ValueError(f"--checkpoint {args.checkpoint}: no such checkpoint (the run has: "
-                                 f"{', '.join(found) or 'none'})")
             load_checkpoint_weights(pipeline, denoiser, path, args.weights)
     except (ValueError, OSError) as error:
         parser.error(str(error))
