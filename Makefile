@@ -18,13 +18,16 @@ setup: $(PY)
 # The main job on a small CPU default: export the default dataset with a contact sheet, then train the flagship
 # MaskGIT + JEPA model (an all-classes tokenizer first) with its quickstart preset into $(OUT)/maskgit-jepa.
 quickstart: setup
-	$(PY) -m compgen.quickstart --output-dir $(OUT)
+	$(PY) -m compgen.quickstart --output_dir $(OUT)
 	OMP_NUM_THREADS=1 $(VENV)/bin/accelerate launch --cpu --num_processes 1 --num_cpu_threads_per_process 1 \
 		examples/train_maskgit_jepa.py --preset quickstart --output_dir $(OUT)/maskgit-jepa --resume_from_checkpoint latest
 
 # Tests run single-threaded: their models are tiny, and extra torch threads only add overhead and contention.
+# The per-test timeout needs pytest-timeout: a .venv made before it joined the test extra gets it here.
+# --durations lists the slowest tests at the end of the run.
 test: setup
-	OMP_NUM_THREADS=1 $(PY) -m pytest
+	$(PY) -c "import pytest_timeout" 2>/dev/null || $(PY) -m pip install --quiet -e ".[test]"
+	OMP_NUM_THREADS=1 $(PY) -m pytest --durations=20
 
 lint: setup
 	$(VENV)/bin/ruff check src tests examples dataset_scripts pipelines benchmarks

@@ -1,6 +1,6 @@
 """Build concept-graph configs of the shapes dataset, export them in Hub layout and optionally push them.
 
-    python dataset_scripts/publish_concept_graph.py --output-dir DIR [--configs NAME ...] [--push-to-hub REPO_ID]
+    python dataset_scripts/publish_concept_graph.py --output_dir DIR [--configs NAME ...] [--push_to_hub REPO_ID]
 
 The export (Parquet per config and split, README dataset card, contact sheets) loads offline with
 ``datasets.load_dataset(DIR, "<config>")`` exactly as from the Hub.
@@ -8,10 +8,10 @@ The export (Parquet per config and split, README dataset card, contact sheets) l
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from compgen.atomic_io import check_writable_directory
+from compgen.cli import ArgumentParser
 from compgen.data.concept_graph_builder import ConceptGraphShapes
 from compgen.data.export import export_concept_graph_configs, push_export_to_hub
 from compgen.hub import files_to_upload
@@ -19,13 +19,13 @@ from compgen.hub import files_to_upload
 
 def main(argv: list[str] | None = None) -> None:
     available = [config.name for config in ConceptGraphShapes.BUILDER_CONFIGS]
-    parser = argparse.ArgumentParser(description="Export concept-graph shapes configs in Hugging Face Hub layout.")
-    parser.add_argument("--output-dir", required=True,
+    parser = ArgumentParser(description="Export concept-graph shapes configs in Hugging Face Hub layout.")
+    parser.add_argument("--output_dir", required=True,
                         help="export directory: new or empty (written atomically), or any with --overwrite")
-    parser.add_argument("--overwrite", action="store_true", help="replace what --output-dir holds")
+    parser.add_argument("--overwrite", action="store_true", help="replace what --output_dir holds")
     parser.add_argument("--configs", nargs="+", default=available, choices=available, help="configs to export")
-    parser.add_argument("--cache-dir", default=None, help="datasets cache directory for building")
-    parser.add_argument("--push-to-hub", metavar="REPO_ID", default=None, help="also upload to this dataset repo")
+    parser.add_argument("--cache_dir", default=None, help="datasets cache directory for building")
+    parser.add_argument("--push_to_hub", metavar="REPO_ID", default=None, help="also upload to this dataset repo")
     parser.add_argument("--token", default=None, help="Hub token (default: the logged-in token)")
     args = parser.parse_args(argv)
     try:

@@ -31,11 +31,11 @@ from diffusers.models.modeling_utils import ModelMixin
 from diffusers.models.unets.unet_2d import UNet2DOutput
 from safetensors.torch import save_file
 
-from compgen.cli import parse_widths
+from compgen.cli import ArgumentParser, parse_widths
 from compgen.concepts import ConceptSpace
 from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
+from compgen.studies.runner import load_script
 from compgen.training.ddpm_task import DDPMTask
-from compgen.training.runner import load_script
 from compgen.training.script import prepare_run
 
 UNET_SCRIPT = load_script(Path(__file__).with_name("train_tuple_unet.py"))
@@ -124,8 +124,8 @@ PEER: types.ModuleType
 
 def main(argv: list[str] | None = None) -> None:
     global PEER
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--peer_dir", "--peer-dir", dest="peer_dir", required=True,
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--peer_dir", required=True,
                         help="a local checkout of https://github.com/phys-ai/concept_graphs")
     parser.add_argument("--block_out_channels", default="64,128", help="the first entry is the peer's n_feat")
     for option in ("conditioning", "num_train_timesteps", "prediction_type", "layers_per_block",

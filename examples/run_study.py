@@ -11,7 +11,7 @@ SIGINT) stops the running cells, cancels the queued ones and writes the summary 
 On a GPU the cells run one after another in this process (several processes sharing one GPU were each about six
 times slower); on a CPU ``--parallel K`` runs K cells at once, one thread each. The summary
 (``summary.md``, ``summary.json``, ``plots/``) reports both scorers per arm: final and best per-level accuracy (mean
-and spread over seeds) and the first steps at which each level reaches 0.5 and 0.9. See ``compgen.training.study``
+and spread over seeds) and the first steps at which each level reaches 0.5 and 0.9. See ``compgen.studies``
 for the file format and ``studies/`` for the studies of ``results/paper-b-h32/README.md``.
 
 On a SLURM cluster, ``--launcher submitit`` submits every run as a job of one job array (through submitit), with
@@ -31,13 +31,28 @@ import signal
 import sys
 from pathlib import Path
 
+from compgen.studies import Study, run_study
+from compgen.studies.launchers import SUBMITIT_CLUSTERS, SubmititLauncher
+from compgen.studies.records import StudyChangedError
+from compgen.studies.smoke import smoke_study
 from compgen.training.run_directory import RunDirectoryInUseError
-from compgen.training.study import Study, run_study
-from compgen.training.study_launchers import SUBMITIT_CLUSTERS, SubmititLauncher
-from compgen.training.study_records import StudyChangedError
-from compgen.training.study_smoke import smoke_study
 
 SMOKE_STUDY = Path(__file__).resolve().parents[1] / "studies" / "smoke.yaml"
+
+
+def select_part(study: Study, models: list[str] | None = None, seeds: list[int] | None = None) -> Study:
+    """The part of ``study``'s grid with only these models and seeds (``None``: all); unknown ones are refused."""
+    if models:
+        unknown = sorted(set(models) - set(study.models))
+        if unknown:
+            raise ValueError(f"--models {unknown}: not models of the study {sorted(study.models)}")
+        study = dataclasses.replace(study, models={k: v for k, v in study.models.items() if k in models})
+    if seeds:
+        unknown = sorted(set(seeds) - set(study.seeds))
+        if unknown:
+            raise ValueError(f"--seeds {unknown}: not seeds of the study {list(study.seeds)}")
+        study = dataclasses.replace(study, seeds=[s for s in study.seeds if s in seeds])
+    return study
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -50,6 +65,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--models", nargs="+", default=None,
                         help="run only these models of the study (a part of its grid; a later run without "
                              "--models skips what finished and summarizes the whole grid)")
+    parser.add_argument("--seeds", nargs="+", type=int, default=None,
+                        help="run only these seeds of the study (as --models: a later run without --seeds adds "
+                             "the other seeds and summarizes the whole grid)")
     parser.add_argument("--parallel", type=int, default=None,
                         help="cells at once (default: 1 with a GPU, else the CPU cores, one thread each)")
     parser.add_argument("--threads_per_worker", type=int, default=None)
@@ -75,11 +93,7 @@ def main(argv: list[str] | None = None) -> dict:
         if args.smoke and args.study:
             study = smoke_study(study)
             study.validate(f"{args.study} (--smoke)")
-        if args.models:
-            unknown = sorted(set(args.models) - set(study.models))
-            if unknown:
-                raise ValueError(f"--models {unknown}: not models of the study {sorted(study.models)}")
-            study = dataclasses.replace(study, models={k: v for k, v in study.models.items() if k in args.models})
+        study = select_part(study, models=args.models, seeds=args.seeds)
     except (OSError, ValueError) as error:
         parser.error(str(error))
     parallel = args.parallel

@@ -47,7 +47,7 @@ PRESETS = {
 def check_arguments(args: argparse.Namespace) -> None:
     """This script's own options, checked before any work."""
     check_tokenizer_first_arguments(args, allow_kl=True)
-    check_transformer_arguments(args)
+    check_transformer_arguments(args, TupleConditionedDiT)
     if args.num_train_timesteps < 1 or args.eval_inference_steps < 1:
         raise ValueError("--num_train_timesteps and --eval_inference_steps must be at least 1")
 

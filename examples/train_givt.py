@@ -42,7 +42,7 @@ PRESETS = {
 def check_arguments(args: argparse.Namespace) -> None:
     """This script's own options, checked before any work."""
     check_tokenizer_first_arguments(args, allow_kl=True)
-    check_transformer_arguments(args)
+    check_transformer_arguments(args, GIVTTransformer)
     if args.num_mixtures < 1 or args.eval_inference_steps < 1:
         raise ValueError("--num_mixtures and --eval_inference_steps must be at least 1")
     if args.eval_temperature < 0:

@@ -45,7 +45,7 @@ PRESETS = {
 def check_arguments(args: argparse.Namespace) -> None:
     """This script's own options, checked before any work."""
     check_tokenizer_first_arguments(args, allow_kl=True)
-    check_transformer_arguments(args)
+    check_transformer_arguments(args, MARTransformer)
     for name in ("head_width", "head_depth", "num_train_timesteps", "diffusion_batch_multiplier",
                  "eval_inference_steps", "eval_head_steps"):
         if getattr(args, name) < 1:

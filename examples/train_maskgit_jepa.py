@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
 def check_arguments(args: argparse.Namespace) -> None:
     """Every option this script adds, checked before any work (a bad --jepa_layers must not cost a tokenizer)."""
     check_tokenizer_first_arguments(args)
-    check_transformer_arguments(args)
+    check_transformer_arguments(args, MaskGITTransformer)
     if args.jepa_weight < 0:
         raise ValueError(f"--jepa_weight must be non-negative (0 trains plain MaskGIT), got {args.jepa_weight}")
     if args.jepa_weight > 0:

@@ -12,7 +12,6 @@ import argparse
 
 from compgen import TupleConditionedUNet2DModel
 from compgen.cli import parse_widths
-from compgen.models.concept_embedding import check_concept_dropout
 from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
 from compgen.training.ddpm_task import DDPMTask
 from compgen.training.script import prepare_run
@@ -76,13 +75,11 @@ def check_arguments(args: argparse.Namespace) -> None:
     widths = parse_widths(args.block_out_channels, "block_out_channels")
     if not widths or any(w < 1 or w % 8 for w in widths):
         raise ValueError(f"--block_out_channels must be positive multiples of 8, got {args.block_out_channels}")
-    for name in ("layers_per_block", "num_train_timesteps", "eval_inference_steps"):
+    for name in ("num_train_timesteps", "eval_inference_steps"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be at least 1, got {getattr(args, name)}")
-    check_concept_dropout(args.concept_dropout, "--concept_dropout")
-    if args.block_type == "paper" and args.layers_per_block != 2:
-        raise ValueError("--block_type paper is the official layout (one block per down stage, two per up stage): "
-                         f"--layers_per_block must be 2, got {args.layers_per_block}")
+    TupleConditionedUNet2DModel.check_options(concept_dropout=args.concept_dropout, block_type=args.block_type,
+                                              layers_per_block=args.layers_per_block)
 
 
 def main(argv: list[str] | None = None) -> list[dict]:

@@ -3,7 +3,7 @@
 from pathlib import Path
 from types import ModuleType
 
-from compgen.training.runner import load_script
+from compgen.studies.runner import load_script
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

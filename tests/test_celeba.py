@@ -307,11 +307,11 @@ def test_publish_script_writes_definitions_and_guards_images(sources, tmp_path, 
     script = load_repo_script("dataset_scripts/publish_celeba_splits.py")
     out = tmp_path / "out"
     data_dir = sources["official"]["data_dir"]
-    assert script.main(["--data-dir", data_dir, "--output-dir", str(out), "--max-train-per-class", "5"]) == 0
+    assert script.main(["--data_dir", data_dir, "--output_dir", str(out), "--max_train_per_class", "5"]) == 0
     assert datasets.load_dataset(str(out), "default")["train"].num_rows == 5 + 4 + 4 + 4
-    assert script.main(["--data-dir", data_dir, "--output-dir", str(tmp_path / "img"), "--include-images"]) == 2
+    assert script.main(["--data_dir", data_dir, "--output_dir", str(tmp_path / "img"), "--include_images"]) == 2
     captured = capsys.readouterr()
-    assert CELEBA_LICENSE_SUMMARY in captured.out and "--accept-celeba-license" in captured.err
+    assert CELEBA_LICENSE_SUMMARY in captured.out and "--accept_celeba_license" in captured.err
     assert not (tmp_path / "img").exists()
 
 

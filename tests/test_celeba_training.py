@@ -53,7 +53,7 @@ def splits(celeba):
 def trained_probes_dir(celeba, tmp_path_factory):
     output = tmp_path_factory.mktemp("probes") / "celeba-probes"
     accuracy = train_probes_main(["--dataset", "celeba", "--celeba_dir", celeba["data_dir"], "--celeba_config", "cpu",
-                                  "--cache-dir", celeba["cache_dir"], "--output-dir", str(output)])
+                                  "--cache_dir", celeba["cache_dir"], "--output_dir", str(output)])
     return output, accuracy
 
 

@@ -89,3 +89,16 @@ def test_many_arms_wrap_into_rows(tmp_path, monkeypatch):
     assert axes.shape == (2, 4)
     assert [ax.get_visible() for ax in axes.ravel()] == [True] * 5 + [False] * 3
     assert axes[1][0].get_title() == "arm 4 (1 seed)"
+
+
+def test_every_summary_reads_the_first_step_at_a_threshold_the_same_way():
+    """One helper (``compgen.evaluation.curves.first_step_at``) behind model cards, study comparisons, results
+    folders and the toy model: the first step at or above the threshold, a later dip does not matter."""
+    from compgen.evaluation.curves import first_step_at
+    from compgen.evaluation.emergence import first_crossing
+
+    steps, values = [0, 250, 500, 750], [0.2, 0.9, 0.5, 1.0]
+    assert first_step_at(steps, values, 0.9) == 250 and first_step_at(steps, values, 1.01) is None
+    assert first_crossing(steps, values, 0.9) == 250.0
+    with pytest.raises(ValueError, match="one value per step"):
+        first_step_at(steps, values[:2], 0.5)

@@ -115,7 +115,7 @@ def test_contact_sheet_has_one_row_per_class(built):
 
 def test_publish_script_exports_the_requested_configs(tmp_path):
     publish = load_repo_script("dataset_scripts/publish_concept_graph.py")
-    publish.main(["--output-dir", str(tmp_path / "out"), "--configs", "okawa-fail1", "--cache-dir", str(tmp_path)])
+    publish.main(["--output_dir", str(tmp_path / "out"), "--configs", "okawa-fail1", "--cache_dir", str(tmp_path)])
     assert files_to_upload(tmp_path / "out") == [
         "README.md",
         "images/okawa-fail1.png",
@@ -124,11 +124,11 @@ def test_publish_script_exports_the_requested_configs(tmp_path):
         "okawa-fail1/train-00000-of-00001.parquet",
     ]
     with pytest.raises(SystemExit):
-        publish.main(["--output-dir", str(tmp_path / "out"), "--configs", "not-a-config"])
+        publish.main(["--output_dir", str(tmp_path / "out"), "--configs", "not-a-config"])
 
 
 def test_quickstart_writes_the_dataset_and_a_contact_sheet(tmp_path, capsys):
-    quickstart_main(["--output-dir", str(tmp_path / "outputs"), "--cache-dir", str(tmp_path / "cache")])
+    quickstart_main(["--output_dir", str(tmp_path / "outputs"), "--cache_dir", str(tmp_path / "cache")])
     assert (tmp_path / "outputs" / "contact_sheet.png").is_file()
     assert "okawa-h32-train1/train-00000-of-00001.parquet" in files_to_upload(tmp_path / "outputs" / "dataset")
     assert "contact_sheet.png" in capsys.readouterr().out

@@ -124,7 +124,7 @@ def test_publish_refuses_a_non_empty_directory_and_a_file(tmp_path, capsys):
     (tmp_path / "a-file").write_text("not a directory")
     for target, message in ((tmp_path / "mine", "already holds files"), (tmp_path / "a-file", "is a file")):
         with pytest.raises(SystemExit) as exit_info:
-            publish.main(["--output-dir", str(target), "--configs", "okawa-h32-train1"])
+            publish.main(["--output_dir", str(target), "--configs", "okawa-h32-train1"])
         assert exit_info.value.code == 2 and message in capsys.readouterr().err
     assert (tmp_path / "mine" / "notes.txt").read_text() == "my notes"
     assert (tmp_path / "a-file").read_text() == "not a directory"

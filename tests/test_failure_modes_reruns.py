@@ -235,8 +235,8 @@ def test_the_training_config_names_its_trackers():
 
 
 def test_runner_files_report_the_line_of_a_bad_quote_expand_home_and_refuse_parallel_0(tmp_path, capsys, monkeypatch):
-    from compgen.training.runner import main as runner_main
-    from compgen.training.runner import parse_runs
+    from compgen.studies.runner import main as runner_main
+    from compgen.studies.runner import parse_runs
 
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     (command,) = parse_runs("# a queue\nexamples/train_tuple_unet.py --output_dir ~/runs/a\n")

@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 
 from compgen import GIVTPipeline, MARPipeline, MaskGITPipeline, TupleConditionedDDPMPipeline
 from compgen.data.concept_graph_builder import build_concept_graph_dataset
-from compgen.training.runner import parse_runs, run_queue
+from compgen.studies.runner import parse_runs, run_queue
 
 TINY_UNET = ["--block_out_channels", "16,32", "--layers_per_block", "1", "--train_batch_size", "8",
              "--eval_images_per_class", "2", "--eval_inference_steps", "2", "--eval_steps", "4",
@@ -157,7 +157,7 @@ def test_queue_workers_die_with_a_killed_runner(tmp_path):
     script = tmp_path / "runner.py"
     script.write_text(f"""
 import os, time
-from compgen.training.runner import worker_pool
+from compgen.studies.runner import worker_pool
 
 def work(path):
     open(path, "w").write(str(os.getpid()))

@@ -96,7 +96,7 @@ def test_a_missing_split_folder_is_named_before_anything_is_built(paper_dir, tmp
 def test_a_studys_data_dir_is_relative_to_the_study_file_not_the_working_directory(paper_dir, tmp_path, monkeypatch):
     """A study defining a dataset on Paper A's folder by a relative ``data_dir`` reads that folder from wherever it is
     run; a same-named folder in the working directory is never read instead."""
-    from compgen.training.study import Study
+    from compgen.studies import Study
 
     studies = paper_dir.parent / "studies"
     studies.mkdir()

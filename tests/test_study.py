@@ -8,7 +8,8 @@ import pytest
 from conftest import reset_accelerate_state
 from repo_scripts import REPO_ROOT, load_repo_script
 
-from compgen.training.study import CONDITIONING_MODES, Study, flags_to_argv, run_study
+from compgen.studies import CONDITIONING_MODES, Study, run_study
+from compgen.studies.cells import flags_to_argv
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -176,7 +177,7 @@ def test_named_tokenizers_each_train_once_and_serve_the_models_that_name_them(tm
 
 def test_the_paper_b_grid_has_a_smoke_version_of_the_same_arms():
     """``run_study.py --study studies/paper_b_grid.yaml --smoke``: the grid's arms and tokenizers, tiny, one seed."""
-    from compgen.training.study_smoke import smoke_study
+    from compgen.studies.smoke import smoke_study
 
     grid = Study.from_file(REPO_ROOT / "studies" / "paper_b_grid.yaml")
     smoke = smoke_study(grid)
@@ -192,7 +193,7 @@ def test_the_paper_b_grid_has_a_smoke_version_of_the_same_arms():
 def test_a_two_cell_study_with_two_tokenizers_runs_end_to_end(tmp_path):
     """The DiT over a KL tokenizer of every class and MaskGIT over a training-classes VQ tokenizer: each cell decodes
     through its own tokenizer, and the summary reports both tokenizers per class by both scorers with their data."""
-    from compgen.training.study_smoke import smoke_study
+    from compgen.studies.smoke import smoke_study
 
     study = smoke_study(Study.from_dict({
         "name": "two", "seeds": [0], "steps": 2, "datasets": ["okawa-h32-train1"],
@@ -215,3 +216,18 @@ def test_a_two_cell_study_with_two_tokenizers_runs_end_to_end(tmp_path):
     assert json.loads((dit / "model_index.json").read_text())["vae"][1] == "AutoencoderKL"
     assert "Trained on: training-classes" in (maskgit / "README.md").read_text()
     assert "## Reconstruction accuracy of tokenizer kl" in (tmp_path / "study" / "summary.md").read_text()
+
+
+def test_a_part_of_the_grid_runs_only_the_models_and_seeds_named():
+    """``run_study.py --models ... --seeds ...``: the cells of those only; a name or seed the study lacks is refused."""
+    select_part = load_repo_script("examples/run_study.py").select_part
+    spec = {"name": "s", "seeds": [0, 1, 2], "steps": 2, "models": {
+        "u": {"script": "examples/train_tuple_unet.py"}, "v": {"script": "examples/train_tuple_unet.py"}}}
+    study = Study.from_dict(spec)
+    part = select_part(study, models=["v"], seeds=[2, 1])
+    assert sorted({(c.model, c.seed) for c in part.cells(Path("out"))}) == [("v", 1), ("v", 2)]
+    assert select_part(study).cells(Path("out")) == study.cells(Path("out"))
+    with pytest.raises(ValueError, match=r"--seeds \[5\]: not seeds of the study"):
+        select_part(study, seeds=[5])
+    with pytest.raises(ValueError, match=r"--models \['w'\]: not models"):
+        select_part(study, models=["w"])

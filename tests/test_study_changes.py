@@ -9,7 +9,7 @@ import yaml
 from conftest import reset_accelerate_state
 from repo_scripts import REPO_ROOT, load_repo_script
 
-from compgen.training.study import Study, run_study
+from compgen.studies import Study, run_study
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from compgen.training.study import Study, run_study
+from compgen.studies import Study, run_study
 
 UNET = "examples/train_tuple_unet.py"
 PLUS = {"name": "fail1-plus-101", "training_classes": ["000", "100", "001", "111", "101"]}

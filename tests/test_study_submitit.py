@@ -88,7 +88,7 @@ def test_a_local_job_ends_when_its_study_runner_is_killed(tmp_path):
 
     runner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     job = subprocess.Popen([sys.executable, "-c", (
-        "import time\nfrom compgen.training.study_launchers import run_watched\n"
+        "import time\nfrom compgen.studies.launchers import run_watched\n"
         f"run_watched(lambda command, threads: time.sleep(60), (), None, {runner.pid}, poll_s=0.2)")])
     time.sleep(1.0)
     assert job.poll() is None

@@ -79,7 +79,7 @@ def test_the_evaluation_samples_in_its_own_precision_not_the_training_autocast()
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState
 
-    from compgen.training.acceleration import sampling_precision
+    from compgen.evaluation.sampling_precision import sampling_precision
 
     class Probe(nn.Linear):
         def forward(self, x):
@@ -102,3 +102,19 @@ def test_the_evaluation_samples_in_its_own_precision_not_the_training_autocast()
         assert shadow.autocast_seen and "forward" in vars(shadow)  # restored after the block
     finally:
         AcceleratorState._reset_state(True)
+
+
+def test_every_command_spells_options_with_underscores_and_still_takes_the_old_hyphens_with_a_warning():
+    """``compgen.cli.ArgumentParser``: ``--output_dir`` as in the training scripts; ``--output-dir`` (the commands'
+    old spelling) parses to the same option for a release, with a FutureWarning naming the new spelling."""
+    from compgen.cli import ArgumentParser
+
+    parser = ArgumentParser()
+    parser.add_argument("--output_dir")
+    parser.add_argument("--images_per_class", type=int)
+    assert parser.parse_args(["--output_dir", "a", "--images_per_class=3"]).output_dir == "a"
+    with pytest.warns(FutureWarning, match="--output-dir is spelled --output_dir now"):
+        args = parser.parse_args(["--output-dir", "b", "--images-per-class=4"])
+    assert (args.output_dir, args.images_per_class) == ("b", 4)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--no-such-option", "x"])

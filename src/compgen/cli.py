@@ -14,6 +14,29 @@ from .data.loading import CELEBA_SOURCE
 CELEBA_FLAGS = ("celeba_dir", "celeba_parquet", "celeba_training_classes")
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """``argparse.ArgumentParser`` with one option spelling across every compgen command, ``--output_dir`` as in the
+    training scripts (and diffusers' examples). The hyphenated spelling of an option (``--output-dir``) is still
+    accepted for a release, with a ``FutureWarning`` naming the new spelling."""
+
+    def parse_known_args(self, args: list[str] | None = None, namespace: argparse.Namespace | None = None
+                         ) -> tuple[argparse.Namespace, list[str]]:
+        import sys
+        import warnings
+
+        known = {option for action in self._actions for option in action.option_strings}
+        rewritten = []
+        for token in sys.argv[1:] if args is None else list(args):
+            name, equals, value = token.partition("=")
+            spelled = "--" + name[2:].replace("-", "_")
+            if name.startswith("--") and "-" in name[2:] and name not in known and spelled in known:
+                warnings.warn(f"{name} is spelled {spelled} now; the old spelling goes in a later release",
+                              FutureWarning, stacklevel=2)
+                token = spelled + equals + value
+            rewritten.append(token)
+        return super().parse_known_args(rewritten, namespace)
+
+
 def apply_preset(parser: argparse.ArgumentParser, presets: dict[str, dict[str, Any]], argv: list[str] | None) -> str:
     """Parse ``--preset`` first and make its values the defaults, so explicit flags still win."""
     pre = argparse.ArgumentParser(add_help=False)

@@ -1,4 +1,4 @@
-"""The project's main job on a small CPU default: ``python -m compgen.quickstart --output-dir outputs``.
+"""The project's main job on a small CPU default: ``python -m compgen.quickstart --output_dir outputs``.
 
 Steps: build the default concept-graph dataset (Okawa et al. 2023's ``okawa-h32-train1``), export it in
 Hugging Face Hub layout to ``<output-dir>/dataset`` and write a contact sheet of samples per concept class.
@@ -6,13 +6,13 @@ Hugging Face Hub layout to ``<output-dir>/dataset`` and write a contact sheet of
 
 from __future__ import annotations
 
-import argparse
 import io
 from pathlib import Path
 
 from PIL import Image
 
 from .atomic_io import atomic_write_bytes
+from .cli import ArgumentParser
 from .data.concept_graph_builder import build_concept_graph_dataset
 from .data.export import contact_sheet, export_datasets
 from .hub import files_to_upload
@@ -21,10 +21,10 @@ DEFAULT_CONFIG = "okawa-h32-train1"
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output-dir", default="outputs", help="where to write the dataset and the contact sheet")
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output_dir", default="outputs", help="where to write the dataset and the contact sheet")
     parser.add_argument("--config", default=DEFAULT_CONFIG, help="concept-graph dataset config")
-    parser.add_argument("--cache-dir", default=None, help="datasets cache directory")
+    parser.add_argument("--cache_dir", default=None, help="datasets cache directory")
     args = parser.parse_args(argv)
     output_dir = Path(args.output_dir)
 

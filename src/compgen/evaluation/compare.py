@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..atomic_io import atomic_write_text
+from .curves import first_step_at
 from .figures import level_color, save_figure, subplots
 
 Records = Sequence[dict[str, Any]]
@@ -112,8 +113,8 @@ def summarize_arm(runs: Sequence[Records], thresholds: Sequence[float] = DEFAULT
             final.append(float(values[-1]))
             best.append(float(values.max()))
             for threshold in thresholds:
-                hits = np.nonzero(values >= threshold)[0]
-                first[threshold].append(int(steps[hits[0]]) if len(hits) else None)
+                step = first_step_at(steps.tolist(), values.tolist(), threshold)
+                first[threshold].append(None if step is None else int(step))
         summary[level] = LevelSummary(final, best, first)
     return summary
 

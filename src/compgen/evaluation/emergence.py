@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .curves import first_step_at
 from .tracker import graph_from_record
 
 
@@ -58,10 +59,8 @@ def fit_rate(steps: Sequence[float], accuracy: Sequence[float], chance: float = 
 
 def first_crossing(steps: Sequence[float], values: Sequence[float], threshold: float) -> float | None:
     """First step whose value is at least ``threshold`` (``None`` if never)."""
-    for step, value in zip(steps, values, strict=True):
-        if value >= threshold:
-            return round(float(step), 1)
-    return None
+    step = first_step_at(list(steps), list(values), threshold)
+    return None if step is None else round(float(step), 1)
 
 
 def fit_concept_rates(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:

@@ -32,7 +32,7 @@ from safetensors.torch import load_file
 from ..atomic_io import atomic_write_text
 from ..concepts import ConceptGraph
 from ..images import unit_to_uint8
-from ..training.acceleration import sampling_precision
+from .sampling_precision import sampling_precision
 
 PIPELINES = {
     "TupleConditionedDDPMPipeline": ("compgen.pipelines.tuple_ddpm", "unet"),

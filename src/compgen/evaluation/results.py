@@ -24,6 +24,7 @@ from typing import Any
 
 from ..atomic_io import atomic_write_text
 from .compare import SCORERS, rose_then_collapsed
+from .curves import first_step_at
 from .tracker import read_log
 
 
@@ -41,7 +42,7 @@ def run_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 continue
             values = [float(record[key][level]) for record in records]
             peak = max(range(len(values)), key=values.__getitem__)
-            first = next((int(records[i]["step"]) for i, value in enumerate(values) if value >= 0.9), None)
+            first = first_step_at([int(r["step"]) for r in records], list(values), 0.9)
             entry[scorer] = {"final": round(values[-1], 4), "best": round(values[peak], 4),
                              "best_step": int(records[peak]["step"]), "first_step_0.9": first,
                              "rose_then_collapsed": rose_then_collapsed(values[peak], values[-1])}

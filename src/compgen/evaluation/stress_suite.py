@@ -1,6 +1,6 @@
 """The stress suite: how well a scorer reads corrupted real renders, per corruption and severity level.
 
-    python -m compgen.evaluation.stress_suite [--probes_path DIR] [--split-preset H32-train1] [--json FILE]
+    python -m compgen.evaluation.stress_suite [--probes_path DIR] [--split_preset H32-train1] [--json FILE]
 
 renders real images of every class in every render style (flat polygons, shaded solids) with a seed no scorer was
 trained on, corrupts them with every corruption of :mod:`compgen.evaluation.corruptions` at levels 1-5 and prints
@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cli import ArgumentParser
 from ..concepts import ConceptSpace, get_split_preset
 from .corruptions import SEVERITIES, corrupt, to_uint8
 from .scoring import ImageScorer
@@ -148,11 +149,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, dict]:
     from .pixel_scorer import PixelStatisticsScorer
     from .probes import ConceptProbes, default_shapes_probes
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--split-preset", default="H32-train1", help="the concept graph whose space is rendered")
-    parser.add_argument("--probes_path", "--probes-path", default=None,
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--split_preset", default="H32-train1", help="the concept graph whose space is rendered")
+    parser.add_argument("--probes_path", default=None,
                         help="saved ConceptProbes; default: the default shapes probes")
-    parser.add_argument("--images-per-class", type=int, default=50)
+    parser.add_argument("--images_per_class", type=int, default=50)
     parser.add_argument("--seed", type=int, default=2024, help="render seed (keep it apart from training seeds)")
     parser.add_argument("--json", default=None, help="also write the results as JSON here")
     args = parser.parse_args(argv)

@@ -1,8 +1,8 @@
 """Train concept probes and save them (optionally push them to the Hub).
 
-Shapes (the default CNN instrument, or Paper A's linear probes with ``--probe-type linear``)::
+Shapes (the default CNN instrument, or Paper A's linear probes with ``--probe_type linear``)::
 
-    python -m compgen.evaluation.train_probes --split-preset H32-train1 --output-dir DIR
+    python -m compgen.evaluation.train_probes --split_preset H32-train1 --output_dir DIR
 
 renders real images of *every* class of the graph, trains one probe per concept variable with the recipe of
 :func:`compgen.evaluation.probes.train_shapes_probes` and a held-out validation split (Paper A: 4500 / 500), prints
@@ -10,7 +10,7 @@ per-concept validation accuracy and saves the probes with ``save_pretrained`` (s
 
 CelebA (the 3-conv-layer CNN probes of Paper A's CelebA experiment, trained with photometric corruptions)::
 
-    python -m compgen.evaluation.train_probes --dataset celeba --celeba_dir /data/celeba --output-dir DIR
+    python -m compgen.evaluation.train_probes --dataset celeba --celeba_dir /data/celeba --output_dir DIR
 
 trains on the ``probe_train`` split (every composition, official train partition) and reports accuracy on
 ``probe_val`` (official validation partition); pass the saved directory to a training script's ``--probes_path``.
@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from ..atomic_io import atomic_directory, check_writable_directory
-from ..cli import add_celeba_arguments, celeba_builder_options
+from ..cli import ArgumentParser, add_celeba_arguments, celeba_builder_options
 from ..concepts import get_split_preset
 from ..data.loading import CELEBA_SOURCE, ConceptImageData, load_concept_dataset, split_tensors
 from .corruptions import ProbeAugmentation
@@ -105,7 +105,7 @@ def _train_celeba(
     args: argparse.Namespace, options: dict[str, Any]
 ) -> tuple[ConceptProbes, dict[str, float], dict[str, Any]]:
     if args.probe_type != "cnn":
-        raise ValueError("CelebA probes are CNN probes (--probe-type cnn); linear pixel probes do not fit faces")
+        raise ValueError("CelebA probes are CNN probes (--probe_type cnn); linear pixel probes do not fit faces")
     train_data, val_data = load_probe_splits(CELEBA_SOURCE, args.celeba_config, cache_dir=args.cache_dir, **options)
     epochs = args.epochs or CNN_PROBE_EPOCHS
     probes, accuracy = train_cnn_probes(train_data, val_data, epochs=epochs, lr=args.lr or 3e-3,
@@ -118,26 +118,26 @@ def _train_celeba(
 
 def main(argv: Sequence[str] | None = None) -> dict[str, float]:
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", choices=("shapes", CELEBA_SOURCE), default="shapes")
-    parser.add_argument("--split-preset", default="H32-train1", help="shapes: the concept graph")
-    parser.add_argument("--images-per-class", type=int, default=300, help="shapes: rendered images per class")
-    parser.add_argument("--image-size", type=int, default=28, help="shapes: image side in pixels")
-    parser.add_argument("--output-dir", "--output_dir", dest="output_dir", required=True,
+    parser.add_argument("--split_preset", default="H32-train1", help="shapes: the concept graph")
+    parser.add_argument("--images_per_class", type=int, default=300, help="shapes: rendered images per class")
+    parser.add_argument("--image_size", type=int, default=28, help="shapes: image side in pixels")
+    parser.add_argument("--output_dir", "--output_dir", dest="output_dir", required=True,
                         help="where to save the probes: a new or empty directory, or any with --overwrite")
-    parser.add_argument("--overwrite", action="store_true", help="replace what --output-dir holds")
-    parser.add_argument("--probe-type", choices=PROBE_TYPES, default="cnn",
+    parser.add_argument("--overwrite", action="store_true", help="replace what --output_dir holds")
+    parser.add_argument("--probe_type", choices=PROBE_TYPES, default="cnn",
                         help="cnn (the default instrument) or linear (Paper A's probes; shapes only)")
     parser.add_argument("--epochs", type=int, default=None,
                         help=f"default: shapes 20 (cnn) or 30 (linear); celeba {CNN_PROBE_EPOCHS}")
     parser.add_argument("--lr", type=float, default=None, help="default: 3e-3 (cnn), 1e-2 (linear shapes probes)")
-    parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--val-fraction", type=float, default=0.1, help="shapes: held-out fraction")
+    parser.add_argument("--batch_size", type=int, default=128)
+    parser.add_argument("--val_fraction", type=float, default=0.1, help="shapes: held-out fraction")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--cache-dir", "--cache_dir", dest="cache_dir", default=None)
+    parser.add_argument("--cache_dir", "--cache_dir", dest="cache_dir", default=None)
     parser.add_argument("--dataset_config", default=None, help="celeba: config of the --celeba_parquet dataset")
     add_celeba_arguments(parser)
-    parser.add_argument("--push-to-hub", default=None, metavar="REPO", help="also push the probes to this repo")
+    parser.add_argument("--push_to_hub", default=None, metavar="REPO", help="also push the probes to this repo")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:

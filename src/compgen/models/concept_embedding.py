@@ -13,6 +13,7 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -275,6 +276,35 @@ class ConceptConditionedMixin:
                              f"edited? {cls.__name__} options such as conditioning must be the ones it trained with")
         return (model, info) if output_loading_info else model
 
+    @classmethod
+    def check_options(cls, **options: Any) -> None:
+        """Raise ``ValueError`` naming the option if this model refuses one of ``options`` (config arguments by name;
+        those not given are not checked). ``__init__`` runs the same checks, and the training scripts call this on
+        their flags before any work, so each option has one owner: ``concept_dropout`` and a token transformer's
+        ``hidden_size``, ``num_heads``, ``num_layers`` and ``position_embedding_std`` here, a model's own options in
+        its override."""
+        if "concept_dropout" in options:
+            check_concept_dropout(options["concept_dropout"])
+        if "hidden_size" in options and options["hidden_size"] % options.get("num_heads", 1):
+            raise ValueError(f"hidden_size {options['hidden_size']} must be divisible by num_heads "
+                             f"{options['num_heads']}")
+        for name in ("hidden_size", "num_heads", "num_layers"):
+            if name in options and options[name] < 1:
+                raise ValueError(f"{name} must be at least 1, got {options[name]}")
+        if "position_embedding_std" in options and not options["position_embedding_std"] > 0:
+            raise ValueError(f"position_embedding_std must be positive, got {options['position_embedding_std']}")
+
+    @staticmethod
+    def draw_drop_mask(concepts: torch.Tensor, rate: float, generator: torch.Generator | None = None
+                       ) -> torch.Tensor | None:
+        """Concept dropout's one draw (Paper B, Sec. 3: classifier-free guidance needs null concepts): a ``(B, V)``
+        bool mask, ``True`` with probability ``rate`` where a concept is replaced by its null embedding; ``None`` when
+        ``rate`` is 0. Drawn on the CPU from ``generator`` (torch's default generator when ``None``), then moved to
+        ``concepts``' device, so that a run's draws are the same on every device."""
+        if rate <= 0:
+            return None
+        return (torch.rand(concepts.shape, generator=generator) < rate).to(concepts.device, non_blocking=True)
+
     def _register_concepts(
         self, concept_space: ConceptSpaceLike, conditioning: str, continuous_concepts: Mapping | None,
         concept_dropout: float,
@@ -298,9 +328,9 @@ class ConceptConditionedMixin:
 
     def training_drop_mask(self, concepts: torch.Tensor, drop_mask: torch.Tensor | None) -> torch.Tensor | None:
         """``drop_mask`` as given; in training mode with ``concept_dropout > 0`` and none given, one drawn at that rate
-        (pass a mask drawn from a generator for reproducible training, as the training tasks do)."""
-        if self.training and drop_mask is None and self.config.concept_dropout > 0:
-            drop_mask = torch.rand(concepts.shape, device=concepts.device) < self.config.concept_dropout
+        from torch's default generator (the training tasks pass one drawn from theirs: :meth:`draw_drop_mask`)."""
+        if self.training and drop_mask is None:
+            drop_mask = self.draw_drop_mask(concepts, self.config.concept_dropout)
         return drop_mask
 
     @property

@@ -22,7 +22,7 @@ from torch import nn
 from .concept_embedding import SinusoidalTimesteps, broadcast_timesteps
 from .config_bounds import check_config_bounds
 from .masked_latent_transformer import MaskedLatentTransformer
-from .standardized_latents import check_latent_model_options
+from .standardized_latents import check_latent_statistics
 
 
 class _AdaLNBlock(nn.Module):
@@ -129,10 +129,11 @@ class MARTransformer(MaskedLatentTransformer):
         check_config_bounds(type(self).__name__, locals())
         super().__init__()
         space = self._register_concepts(concept_space, conditioning, continuous_concepts, concept_dropout)
-        if min(num_layers, latent_channels, grid_size, head_width, head_depth) < 1:
-            raise ValueError("num_layers, latent_channels, grid_size, head_width and head_depth must be at least 1")
-        check_latent_model_options(hidden_size, num_heads, latent_channels, latent_mean, latent_std,
-                                   position_embedding_std)
+        if min(latent_channels, grid_size, head_width, head_depth) < 1:
+            raise ValueError("latent_channels, grid_size, head_width and head_depth must be at least 1")
+        self.check_options(hidden_size=hidden_size, num_heads=num_heads, num_layers=num_layers,
+                           position_embedding_std=position_embedding_std)
+        check_latent_statistics(latent_channels, latent_mean, latent_std)
         self._build_backbone(space, latent_channels, grid_size, hidden_size, num_layers, num_heads, mlp_ratio, dropout,
                              position_embedding_std)
         self.head = DiffusionHead(latent_channels, hidden_size, head_width, head_depth)

@@ -86,10 +86,9 @@ class MaskGITTransformer(ConceptConditionedMixin, ModelMixin, ConfigMixin):
         check_config_bounds(type(self).__name__, locals())
         super().__init__()
         space = self._register_concepts(concept_space, conditioning, continuous_concepts, concept_dropout)
-        if hidden_size % num_heads:
-            raise ValueError(f"hidden_size {hidden_size} must be divisible by num_heads {num_heads}")
-        if num_layers < 1 or codebook_size < 2 or grid_size < 1:
-            raise ValueError("num_layers must be >= 1, codebook_size >= 2 and grid_size >= 1")
+        self.check_options(hidden_size=hidden_size, num_heads=num_heads, num_layers=num_layers)
+        if codebook_size < 2 or grid_size < 1:
+            raise ValueError("codebook_size must be >= 2 and grid_size >= 1")
 
         self.num_tokens = grid_size * grid_size
         self.num_concepts = space.num_variables

@@ -7,17 +7,6 @@ from __future__ import annotations
 import torch
 
 
-def check_latent_model_options(hidden_size: int, num_heads: int, latent_channels: int, latent_mean: list[float] | None,
-                               latent_std: list[float] | None, position_embedding_std: float) -> None:
-    """What every transformer over standardized latents (the DiT, GIVT, MAR) refuses: a width its heads do not divide,
-    statistics that are not one positive value per channel, a position embedding scale that is not positive."""
-    if hidden_size % num_heads:
-        raise ValueError(f"hidden_size {hidden_size} must be divisible by num_heads {num_heads}")
-    check_latent_statistics(latent_channels, latent_mean, latent_std)
-    if not position_embedding_std > 0:
-        raise ValueError(f"position_embedding_std must be positive, got {position_embedding_std}")
-
-
 def check_latent_statistics(latent_channels: int, latent_mean: list[float] | None,
                             latent_std: list[float] | None) -> None:
     """Refuse statistics that do not give one positive value per channel."""

@@ -23,7 +23,7 @@ from torch import nn
 from .concept_embedding import ConceptConditionedMixin, SinusoidalTimesteps, broadcast_timesteps
 from .config_bounds import check_config_bounds
 from .maskgit_transformer import transformer_blocks
-from .standardized_latents import StandardizedLatentsMixin, check_latent_model_options
+from .standardized_latents import StandardizedLatentsMixin, check_latent_statistics
 
 
 class TupleConditionedDiT(StandardizedLatentsMixin, ConceptConditionedMixin, ModelMixin, ConfigMixin):
@@ -70,10 +70,11 @@ class TupleConditionedDiT(StandardizedLatentsMixin, ConceptConditionedMixin, Mod
         check_config_bounds(type(self).__name__, locals())
         super().__init__()
         space = self._register_concepts(concept_space, conditioning, continuous_concepts, concept_dropout)
-        if num_layers < 1 or latent_channels < 1 or grid_size < 1:
-            raise ValueError("num_layers, latent_channels and grid_size must be at least 1")
-        check_latent_model_options(hidden_size, num_heads, latent_channels, latent_mean, latent_std,
-                                   position_embedding_std)
+        if latent_channels < 1 or grid_size < 1:
+            raise ValueError("latent_channels and grid_size must be at least 1")
+        self.check_options(hidden_size=hidden_size, num_heads=num_heads, num_layers=num_layers,
+                           position_embedding_std=position_embedding_std)
+        check_latent_statistics(latent_channels, latent_mean, latent_std)
 
         self.num_tokens = grid_size * grid_size
         self.num_prefix = space.num_variables + 1  # concept tokens, then the time token

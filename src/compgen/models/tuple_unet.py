@@ -16,6 +16,7 @@ each concept per decoder stage).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -165,16 +166,11 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
         check_config_bounds(type(self).__name__, locals())
         super().__init__()
         space = self._register_concepts(concept_space, conditioning, continuous_concepts, concept_dropout)
-        for name, value, choices in (("concept_modulation", concept_modulation, CONCEPT_MODULATIONS),
-                                     ("block_type", block_type, BLOCK_TYPES), ("norm_type", norm_type, NORM_TYPES)):
-            if value not in choices:
-                raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+        self.check_options(concept_modulation=concept_modulation, block_type=block_type, norm_type=norm_type,
+                           layers_per_block=layers_per_block)
         paper = block_type == "paper"
-        if paper and layers_per_block != 2:
-            raise ValueError("block_type='paper' is the official layout (one block per down stage, two per up stage): "
-                             f"layers_per_block must be 2, got {layers_per_block}")
-        if not block_out_channels or layers_per_block < 1:
-            raise ValueError("block_out_channels must be non-empty and layers_per_block at least 1")
+        if not block_out_channels:
+            raise ValueError("block_out_channels must be non-empty")
         if any(channels % norm_num_groups for channels in block_out_channels):
             raise ValueError(f"every block_out_channels entry {block_out_channels} must divide by {norm_num_groups}")
         downscale = 2 ** len(block_out_channels)
@@ -240,6 +236,23 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
             scaled = (timesteps.to(self.dtype) / self.config.num_train_timesteps)[:, None]
             return tuple(mlp(scaled) for mlp in self.time_embedding)
         return self.time_embedding(self.time_proj(timesteps).to(self.dtype)).split(self.modulation_channels, dim=1)
+
+    @classmethod
+    def check_options(cls, **options: Any) -> None:
+        """The shared options (:meth:`ConceptConditionedMixin.check_options`) and the U-Net's own: the choices of
+        ``concept_modulation``, ``block_type`` and ``norm_type``; ``layers_per_block`` at least 1, and 2 with the
+        paper's blocks. ``__init__`` and ``examples/train_tuple_unet.py`` both call this."""
+        super().check_options(**options)
+        for name, choices in (("concept_modulation", CONCEPT_MODULATIONS), ("block_type", BLOCK_TYPES),
+                              ("norm_type", NORM_TYPES)):
+            if name in options and options[name] not in choices:
+                raise ValueError(f"{name} must be one of {choices}, got {options[name]!r}")
+        layers = options.get("layers_per_block", 2)
+        if layers < 1:
+            raise ValueError(f"layers_per_block must be at least 1, got {layers}")
+        if options.get("block_type") == "paper" and layers != 2:
+            raise ValueError("block_type='paper' is the official layout (one block per down stage, two per up stage): "
+                             f"layers_per_block must be 2, got {layers}")
 
     def forward(
         self,

@@ -1,5 +1,5 @@
-"""The concept inputs of every compgen pipeline: prompts (``"111"``, ``(1, 1, 1)`` or a list of those)
-turned into the model's conditioning batch, with the null half for classifier-free guidance."""
+"""The inputs of every compgen pipeline: concept prompts (``"111"``, ``(1, 1, 1)`` or a list of those) turned into the
+model's conditioning batch, with the null half for classifier-free guidance, and the check of the sampling options."""
 
 from __future__ import annotations
 
@@ -19,6 +19,17 @@ OUTPUT_TYPES = ("pil", "np", "pt")
 ConceptPrompts = ConceptLike | Mapping[str, str | int] | Sequence[ConceptLike] | torch.Tensor | np.ndarray
 """One concept class (``"101"``, ``(1, 0, 1)``, ``{"shape": "triangle", ...}``), a list of them, or a
 ``(N, V)`` integer array."""
+
+
+def check_sampling_options(output_type: str, num_inference_steps: int | None) -> None:
+    """Refuse what would silently give a wrong result: an unknown output type, zero or negative steps."""
+    if output_type not in OUTPUT_TYPES:
+        raise ValueError(f"output_type must be one of {OUTPUT_TYPES}, got {output_type!r}")
+    if num_inference_steps is not None and (
+            isinstance(num_inference_steps, bool) or not isinstance(num_inference_steps, int)
+            or num_inference_steps < 1):
+        raise ValueError(f"num_inference_steps must be a positive integer (or None for every training step), "
+                         f"got {num_inference_steps!r}")
 
 
 class ConceptConditionedModel(Protocol):

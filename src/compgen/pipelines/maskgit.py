@@ -71,27 +71,49 @@ class MaskGITPipeline(DiffusionPipeline):
             concept_values: ``full``-conditioning transformers only: continuous values ``(num_prompts, D)`` or
                 ``(num_prompts * num_images_per_prompt, D)``; ``None`` uses the canonical class values.
         """
+        # 1. Check inputs
         if output_type not in OUTPUT_TYPES:
             raise ValueError(f"output_type must be one of {OUTPUT_TYPES}, got {output_type!r}")
         device = self._execution_device
+
+        # 2. Encode the concepts (with the null half for classifier-free guidance)
         inputs = prepare_concept_inputs(
             self.transformer, concepts, num_images_per_prompt, guidance_scale, concept_values, device=device
         )
+        do_classifier_free_guidance = inputs.do_classifier_free_guidance
 
+        # 3. Prepare the token grid: every token starts masked
         batch_size = inputs.batch_size
         grid = self.transformer.config.grid_size
         tokens = torch.full((batch_size, grid * grid), self.transformer.mask_token_id, dtype=torch.long, device=device)
+
+        # 4. Prepare timesteps (and the annealed re-masking temperature)
         self.scheduler.set_timesteps(num_inference_steps, temperature=temperature, device=device)
-        for t in self.progress_bar(self.scheduler.timesteps):
-            model_input = torch.cat([tokens, tokens]) if inputs.do_classifier_free_guidance else tokens
+        timesteps = self.scheduler.timesteps
+
+        # 5. Decoding loop
+        for t in self.progress_bar(timesteps):
+            # expand the tokens for classifier-free guidance: conditional half first, then the null half
+            model_input = torch.cat([tokens] * 2) if do_classifier_free_guidance else tokens
+
+            # predict the logits of every token
             logits = self.transformer(model_input, **inputs.model_kwargs).logits
-            if inputs.do_classifier_free_guidance:
-                cond, null = logits.chunk(2)
-                logits = null + guidance_scale * (cond - null)
+
+            # perform guidance
+            if do_classifier_free_guidance:
+                logits_cond, logits_null = logits.chunk(2)
+                logits = logits_null + guidance_scale * (logits_cond - logits_null)
+
+            # sample the masked tokens and re-mask the least confident ones
             tokens = self.scheduler.step(logits, t, tokens, generator=generator).prev_sample
 
+        # 6. Decode the token grid by the VQ tokenizer
         image = decode_indices(self.vqvae, tokens.view(batch_size, grid, grid))
+
+        # 7. Post-process: [-1, 1] -> output_type
         image = self.image_processor.postprocess(image.float(), output_type=output_type)
+
+        # Offload all models
         self.maybe_free_model_hooks()
 
         if not return_dict:

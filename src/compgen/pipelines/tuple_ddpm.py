@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 from diffusers import DDPMScheduler
 from diffusers.image_processor import VaeImageProcessor
@@ -10,8 +12,7 @@ from diffusers.schedulers.scheduling_utils import SchedulerMixin
 from diffusers.utils.torch_utils import randn_tensor
 
 from ..models.tuple_unet import TupleConditionedUNet2DModel
-from .concept_inputs import ConceptPrompts, prepare_concept_inputs
-from .denoising import check_sampling_options, denoise
+from .concept_inputs import ConceptPrompts, check_sampling_options, prepare_concept_inputs
 
 
 def paper_ddpm_scheduler(num_train_timesteps: int = 500, prediction_type: str = "epsilon",
@@ -47,6 +48,20 @@ class TupleConditionedDDPMPipeline(DiffusionPipeline):
         self.register_modules(unet=unet, scheduler=scheduler)
         self.image_processor = VaeImageProcessor(do_resize=False)
 
+    def prepare_latents(self, batch_size: int, num_channels: int, height: int, width: int, dtype: torch.dtype,
+                        device: torch.device, generator: torch.Generator | list[torch.Generator] | None
+                        ) -> torch.Tensor:
+        """Gaussian noise ``(batch_size, num_channels, height, width)`` scaled by the scheduler's initial sigma."""
+        shape = (batch_size, num_channels, height, width)
+        latents = randn_tensor(shape, generator=generator, device=device, dtype=dtype)
+        # scale the initial noise by the standard deviation required by the scheduler
+        return latents * self.scheduler.init_noise_sigma
+
+    def prepare_extra_step_kwargs(self, generator: torch.Generator | list[torch.Generator] | None) -> dict:
+        """The keyword arguments of ``scheduler.step`` that not every scheduler takes (DDIM's and DDPM's generator)."""
+        accepts_generator = "generator" in inspect.signature(self.scheduler.step).parameters
+        return {"generator": generator} if accepts_generator else {}
+
     @torch.no_grad()
     def __call__(
         self,
@@ -74,18 +89,49 @@ class TupleConditionedDDPMPipeline(DiffusionPipeline):
             concept_values: ``full``-conditioning models only: continuous values ``(num_prompts, D)`` or
                 ``(num_prompts * num_images_per_prompt, D)``; ``None`` uses the canonical class values.
         """
+        # 1. Check inputs
         check_sampling_options(output_type, num_inference_steps)
         device = self._execution_device
+
+        # 2. Encode the concepts (with the null half for classifier-free guidance)
         inputs = prepare_concept_inputs(
             self.unet, concepts, num_images_per_prompt, guidance_scale, concept_values, device=device
         )
-        config = self.unet.config
-        shape = (inputs.batch_size, config.in_channels, config.sample_size, config.sample_size)
-        noise = randn_tensor(shape, generator=generator, device=device, dtype=self.unet.dtype)
-        image = denoise(self.unet, self.scheduler, noise, inputs, guidance_scale, num_inference_steps, generator,
-                        self.progress_bar)
+        do_classifier_free_guidance = inputs.do_classifier_free_guidance
 
+        # 3. Prepare timesteps
+        self.scheduler.set_timesteps(num_inference_steps or self.scheduler.config.num_train_timesteps, device=device)
+        timesteps = self.scheduler.timesteps
+
+        # 4. Prepare the initial noise
+        config = self.unet.config
+        image = self.prepare_latents(inputs.batch_size, config.in_channels, config.sample_size, config.sample_size,
+                                     self.unet.dtype, device, generator)
+
+        # 5. Prepare extra step kwargs
+        extra_step_kwargs = self.prepare_extra_step_kwargs(generator)
+
+        # 6. Denoising loop
+        for t in self.progress_bar(timesteps):
+            # expand the sample for classifier-free guidance: conditional half first, then the null half
+            model_input = torch.cat([image] * 2) if do_classifier_free_guidance else image
+            model_input = self.scheduler.scale_model_input(model_input, t)
+
+            # predict the noise residual
+            noise_pred = self.unet(model_input, t, **inputs.model_kwargs).sample
+
+            # perform guidance
+            if do_classifier_free_guidance:
+                noise_pred_cond, noise_pred_null = noise_pred.chunk(2)
+                noise_pred = noise_pred_null + guidance_scale * (noise_pred_cond - noise_pred_null)
+
+            # compute the previous noisy sample x_t -> x_t-1
+            image = self.scheduler.step(noise_pred, t, image, **extra_step_kwargs).prev_sample
+
+        # 7. Post-process: [-1, 1] -> output_type
         image = self.image_processor.postprocess(image, output_type=output_type)
+
+        # Offload all models
         self.maybe_free_model_hooks()
 
         if not return_dict:

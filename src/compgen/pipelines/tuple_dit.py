@@ -3,6 +3,8 @@ KL tokenizer)."""
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 from diffusers import AutoencoderKL, VQModel
 from diffusers.image_processor import VaeImageProcessor
@@ -11,8 +13,7 @@ from diffusers.schedulers.scheduling_utils import SchedulerMixin
 from diffusers.utils.torch_utils import randn_tensor
 
 from ..models.tuple_dit import TupleConditionedDiT
-from .concept_inputs import ConceptPrompts, prepare_concept_inputs
-from .denoising import check_sampling_options, denoise
+from .concept_inputs import ConceptPrompts, check_sampling_options, prepare_concept_inputs
 
 
 def check_unclipped_scheduler(scheduler: SchedulerMixin) -> None:
@@ -84,6 +85,22 @@ class TupleConditionedDiTPipeline(DiffusionPipeline):
         self.register_modules(vqvae=vqvae, transformer=transformer, scheduler=scheduler, vae=vae)
         self.image_processor = VaeImageProcessor(do_resize=False)
 
+    # Copied from compgen.pipelines.tuple_ddpm.TupleConditionedDDPMPipeline.prepare_latents
+    def prepare_latents(self, batch_size: int, num_channels: int, height: int, width: int, dtype: torch.dtype,
+                        device: torch.device, generator: torch.Generator | list[torch.Generator] | None
+                        ) -> torch.Tensor:
+        """Gaussian noise ``(batch_size, num_channels, height, width)`` scaled by the scheduler's initial sigma."""
+        shape = (batch_size, num_channels, height, width)
+        latents = randn_tensor(shape, generator=generator, device=device, dtype=dtype)
+        # scale the initial noise by the standard deviation required by the scheduler
+        return latents * self.scheduler.init_noise_sigma
+
+    # Copied from compgen.pipelines.tuple_ddpm.TupleConditionedDDPMPipeline.prepare_extra_step_kwargs
+    def prepare_extra_step_kwargs(self, generator: torch.Generator | list[torch.Generator] | None) -> dict:
+        """The keyword arguments of ``scheduler.step`` that not every scheduler takes (DDIM's and DDPM's generator)."""
+        accepts_generator = "generator" in inspect.signature(self.scheduler.step).parameters
+        return {"generator": generator} if accepts_generator else {}
+
     @torch.no_grad()
     def decode_latents(self, latents: torch.Tensor, quantize: bool = True, output_type: str = "pt"):
         """Standardized latents ``(B, C, g, g)`` (what the transformer diffuses) -> images: de-standardized, snapped
@@ -121,20 +138,55 @@ class TupleConditionedDiTPipeline(DiffusionPipeline):
             quantize: Snap the generated latents to the codebook before decoding (the decoder's training input); a
                 VQ tokenizer only, ignored with a KL tokenizer (``vae``), which decodes continuous latents.
         """
+        # 1. Check inputs
         check_sampling_options(output_type, num_inference_steps)
         check_unclipped_scheduler(self.scheduler)  # also a scheduler swapped in after construction
         device = self._execution_device
+
+        # 2. Encode the concepts (with the null half for classifier-free guidance)
         inputs = prepare_concept_inputs(
             self.transformer, concepts, num_images_per_prompt, guidance_scale, concept_values, device=device
         )
-        config = self.transformer.config
-        shape = (inputs.batch_size, config.latent_channels, config.grid_size, config.grid_size)
-        noise = randn_tensor(shape, generator=generator, device=device, dtype=self.transformer.dtype)
-        latents = denoise(self.transformer, self.scheduler, noise, inputs, guidance_scale, num_inference_steps,
-                          generator, self.progress_bar)
+        do_classifier_free_guidance = inputs.do_classifier_free_guidance
 
-        image = self.decode_latents(latents, quantize=quantize, output_type=output_type)
+        # 3. Prepare timesteps
+        self.scheduler.set_timesteps(num_inference_steps or self.scheduler.config.num_train_timesteps, device=device)
+        timesteps = self.scheduler.timesteps
+
+        # 4. Prepare the initial noise over the standardized latent grid
+        config = self.transformer.config
+        latents = self.prepare_latents(inputs.batch_size, config.latent_channels, config.grid_size, config.grid_size,
+                                       self.transformer.dtype, device, generator)
+
+        # 5. Prepare extra step kwargs
+        extra_step_kwargs = self.prepare_extra_step_kwargs(generator)
+
+        # 6. Denoising loop
+        for t in self.progress_bar(timesteps):
+            # expand the latents for classifier-free guidance: conditional half first, then the null half
+            latent_model_input = torch.cat([latents] * 2) if do_classifier_free_guidance else latents
+            latent_model_input = self.scheduler.scale_model_input(latent_model_input, t)
+
+            # predict the noise residual
+            noise_pred = self.transformer(latent_model_input, t, **inputs.model_kwargs).sample
+
+            # perform guidance
+            if do_classifier_free_guidance:
+                noise_pred_cond, noise_pred_null = noise_pred.chunk(2)
+                noise_pred = noise_pred_null + guidance_scale * (noise_pred_cond - noise_pred_null)
+
+            # compute the previous noisy latents x_t -> x_t-1
+            latents = self.scheduler.step(noise_pred, t, latents, **extra_step_kwargs).prev_sample
+
+        # 7. Decode: de-standardize, snap to the codebook (VQ, quantize=True) and decode by the tokenizer
+        image = decode_standardized_latents(self.transformer, self.vqvae, self.vae, latents, quantize)
+
+        # 8. Post-process: [-1, 1] -> output_type
+        image = self.image_processor.postprocess(image.float(), output_type=output_type)
+
+        # Offload all models
         self.maybe_free_model_hooks()
+
         if not return_dict:
             return (image,)
         return ImagePipelineOutput(images=image)

@@ -128,7 +128,10 @@ class TrainingConfig:
     def check_environment(self) -> None:
         """Raise ``ValueError`` if this machine cannot do what the options ask, before any work rather than after
         the training: a ``--report_to`` tracker that is unknown or not installed, ``--push_to_hub`` without Hub
-        access (see :func:`compgen.hub.check_hub_access`)."""
+        access (see :func:`compgen.hub.check_hub_access`), fp16 autocast without a CUDA GPU."""
+        for name in ("mixed_precision", "eval_mixed_precision"):
+            if getattr(self, name) == "fp16" and not torch.cuda.is_available():
+                raise ValueError(f"--{name} fp16 needs a CUDA GPU (CPU autocast has no fp16); use bf16 or no")
         if self.trackers:
             from accelerate.tracking import LOGGER_TYPE_TO_CLASS, get_available_trackers
 

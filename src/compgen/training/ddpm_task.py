@@ -43,9 +43,7 @@ class DDPMTask(TrainingTask):
         self.scheduler = scheduler
         self.eval_inference_steps = eval_inference_steps
         self.eval_batch_size = eval_batch_size
-        self.use_full_conditioning = (
-            unet.config.conditioning == "full" if use_full_conditioning is None else use_full_conditioning
-        )
+        self.use_full_conditioning = self.full_conditioning(unet, use_full_conditioning)
         # diffusers' add_noise / get_velocity rebuild these from alphas_cumprod at every call; computed once here
         # with the same operations (the same values), they move to the device with the task.
         alphas_cumprod = scheduler.alphas_cumprod.float()
@@ -66,12 +64,8 @@ class DDPMTask(TrainingTask):
         sqrt_alpha = self.sqrt_alphas_cumprod[timesteps].to(images.dtype).reshape(shape)
         sqrt_one_minus_alpha = self.sqrt_one_minus_alphas_cumprod[timesteps].to(images.dtype).reshape(shape)
         noisy = sqrt_alpha * images + sqrt_one_minus_alpha * noise  # scheduler.add_noise
-        drop_mask = None
-        dropout = float(getattr(self.model.config, "concept_dropout", 0.0))
-        if dropout > 0:
-            drop_mask = to_device(torch.rand(batch["concepts"].shape, generator=generator) < dropout, device)
-        values = batch.get("concept_values") if self.use_full_conditioning else None
-        prediction = model(noisy, timesteps, batch["concepts"], concept_values=values, drop_mask=drop_mask).sample
+        conditioning = self.training_conditioning(self.model, batch, generator)
+        prediction = model(noisy, timesteps, conditioning.pop("concepts"), **conditioning).sample
         prediction_type = self.scheduler.config.prediction_type
         if prediction_type == "epsilon":
             target = noise

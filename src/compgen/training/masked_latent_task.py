@@ -12,7 +12,6 @@ from diffusers import AutoencoderKL, VQModel
 
 from ..schedulers.scheduling_maskgit import MaskGITScheduler
 from .dit_task import LatentTokenizerMixin
-from .maskgit_task import training_conditioning
 from .task import TrainingTask, sample_in_batches
 
 
@@ -53,9 +52,7 @@ class MaskedLatentTask(LatentTokenizerMixin, TrainingTask):
         self.eval_inference_steps = eval_inference_steps
         self.eval_temperature = eval_temperature
         self.eval_batch_size = eval_batch_size
-        self.use_full_conditioning = (
-            transformer.config.conditioning == "full" if use_full_conditioning is None else use_full_conditioning
-        )
+        self.use_full_conditioning = self.full_conditioning(transformer, use_full_conditioning)
         self.tokenizer_report = tokenizer_report
 
     def masked_batch(self, batch: dict[str, Any], generator: torch.Generator
@@ -64,7 +61,7 @@ class MaskedLatentTask(LatentTokenizerMixin, TrainingTask):
         latents = self.train_latents[batch["index"]]
         grid = self.model.config.grid_size
         mask = self.scheduler.sample_mask(len(latents), (grid, grid), generator, "random", device=latents.device)
-        conditioning = training_conditioning(self.model, batch, generator, self.use_full_conditioning, latents.device)
+        conditioning = self.training_conditioning(self.model, batch, generator)
         return latents, mask, conditioning
 
     def eval_sampling(self) -> dict[str, Any]:

@@ -44,18 +44,6 @@ def masked_cross_entropy(logits: torch.Tensor, targets: torch.LongTensor, mask: 
     return (per_token * weights).sum() / weights.sum().clamp(min=1.0)
 
 
-def training_conditioning(transformer, batch: dict[str, Any], generator: torch.Generator, use_full_conditioning: bool,
-                          device: torch.device) -> dict[str, Any]:
-    """The concept arguments of a token transformer's training forward: the batch's concepts, its continuous values in
-    ``full`` mode, and a concept-dropout mask drawn from ``generator`` (reproducible) when the model drops concepts."""
-    drop_mask = None
-    if transformer.config.concept_dropout > 0:
-        drop_mask = (torch.rand(batch["concepts"].shape, generator=generator)
-                     < transformer.config.concept_dropout).to(device)
-    values = batch.get("concept_values") if use_full_conditioning else None
-    return dict(concepts=batch["concepts"], concept_values=values, drop_mask=drop_mask)
-
-
 class MaskGITTask(TrainingTask):
     """Cross-entropy on the masked tokens, plus ``jepa_weight`` times the JEPA loss (Paper B).
 
@@ -107,9 +95,7 @@ class MaskGITTask(TrainingTask):
         self.eval_temperature = eval_temperature
         self.tokenizer_report = tokenizer_report
         self.eval_batch_size = eval_batch_size
-        self.use_full_conditioning = (
-            transformer.config.conditioning == "full" if use_full_conditioning is None else use_full_conditioning
-        )
+        self.use_full_conditioning = self.full_conditioning(transformer, use_full_conditioning)
         self.jepa_layers: tuple[int, ...] = ()
         self.target: ExponentialMovingAverage | None = None
         self.momentum_schedule: MomentumSchedule | None = None
@@ -129,7 +115,7 @@ class MaskGITTask(TrainingTask):
         grid = transformer.config.grid_size
         mask = self.scheduler.sample_mask(len(tokens), (grid, grid), generator, self.mask_type, device=device)
         inputs = torch.where(mask, transformer.mask_token_id, tokens)
-        conditioning = training_conditioning(transformer, batch, generator, self.use_full_conditioning, device)
+        conditioning = self.training_conditioning(transformer, batch, generator)
         output, predictions = model(inputs, **conditioning)
         ce = masked_cross_entropy(output.logits, tokens, mask, self.label_smoothing)
         if self.target is None:

@@ -12,6 +12,7 @@ from huggingface_hub.utils import validate_repo_id
 
 from ..atomic_io import atomic_write_text
 from ..concepts import ConceptGraph
+from ..evaluation.curves import first_step_at
 
 PLOT_NAME = "learning_dynamics.png"
 LOCAL_OPTIONS = ("cache_dir", "celeba_dir", "celeba_parquet", "probes_path", "vqvae_path", "dataset", "peer_dir")
@@ -35,10 +36,8 @@ def first_step_reaching(
 ) -> int | None:
     """The first evaluated step at which the mean multiplicative accuracy of ``level`` is >= ``threshold``
     (``key="pixel_level_accuracy"``: as the pixel scorer measures it)."""
-    for record in records:
-        if record.get(key, {}).get(level, -1.0) >= threshold:
-            return int(record["step"])
-    return None
+    step = first_step_at([r["step"] for r in records], [r.get(key, {}).get(level, -1.0) for r in records], threshold)
+    return None if step is None else int(step)
 
 
 def results_markdown(records: list[dict[str, Any]], graph: ConceptGraph) -> str:

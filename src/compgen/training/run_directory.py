@@ -146,6 +146,15 @@ def check_not_a_file(directory: Path) -> None:
             raise ValueError(f"--output_dir {directory} {where}: choose a directory")
 
 
+@dataclass
+class RunStart:
+    """A run's output directory, claimed and checked (:meth:`RunDirectory.start`): the claim, and the files of an
+    earlier run that ``--overwrite_output_dir`` replaces once training begins."""
+
+    claim: RunDirectoryClaim
+    replaced: list[Path]
+
+
 class RunDirectory:
     """One run's output directory: its claim, what a run left there, and the checkpoints it writes and resumes from."""
 
@@ -167,6 +176,18 @@ class RunDirectory:
         """What a run leaves here (checkpoints, log, samples, export, card), as far as present."""
         return [self.path / name for name in (CHECKPOINTS_DIR, LOG_NAME, SAMPLES_DIR, *EXPORT_MARKERS)
                 if (self.path / name).exists()]
+
+    def start(self, config: TrainingConfig, num_processes: int) -> RunStart:
+        """Claim this directory for a run of ``config`` and check, before any work, that it may start here
+        (:meth:`check_start`, :meth:`check_resume`); on a refusal the claim is given back and the error raised."""
+        claim = self.claim()
+        try:
+            replaced = self.check_start(config.resume_from_checkpoint, config.overwrite_output_dir)
+            self.check_resume(config, num_processes)
+        except BaseException:
+            claim.release()
+            raise
+        return RunStart(claim, replaced)
 
     def check_start(self, resume_from_checkpoint: str | None, overwrite: bool) -> list[Path]:
         """Raise if a run starting here would replace another run's files; returns the files
@@ -219,7 +240,8 @@ class RunDirectory:
         return [path]
 
     def check_resume(self, config: TrainingConfig, num_processes: int) -> None:
-        """Before any work (data, probes, a tokenizer): raise ``ValueError`` if the checkpoint a resume would continue
+        """Before any work (data, probes, a tokenizer): raise ``ValueError`` (a :class:`CheckpointError` for a
+        checkpoint of other options) if the checkpoint a resume would continue
         from (the newest readable one) was written with other training options or processes, or is past
         ``--max_train_steps`` (the export would then hold that later step's weights under a card of fewer steps)."""
         for path in self.resume_candidates(config.resume_from_checkpoint):
@@ -234,8 +256,9 @@ class RunDirectory:
             try:
                 self.check_resumable(state, path, config, num_processes, [])
             except CheckpointError as error:
-                raise ValueError(f"{error}. Nothing was changed and its checkpoints are intact: resume with the "
-                                 "options it was started with, or train a new run in another --output_dir") from None
+                raise CheckpointError(f"{error}. Nothing was changed and its checkpoints are intact: resume with the "
+                                      "options it was started with, or train a new run in another --output_dir"
+                                      ) from None
             return
 
     @staticmethod

@@ -40,7 +40,7 @@ from ..models.config_bounds import CONFIG_BOUNDS, check_config_bounds
 from .config import TrainingConfig, add_training_arguments, config_from_args, multi_cpu_launch
 from .fine_tuning import resolve_initial_weights
 from .profile import RunProfile
-from .run_directory import RunDirectory, RunDirectoryClaim, RunDirectoryInUseError
+from .run_directory import RunDirectory, RunDirectoryInUseError, RunStart
 from .task import TrainingTask, check_batch_fits
 from .trainer import Trainer
 
@@ -73,8 +73,9 @@ class TrainingRun:
     dataset_name: str
     eval_data: ConceptImageData | None = None
     """Real images of every class (the dataset's ``test`` split), for reports on real data."""
-    claim: RunDirectoryClaim | None = None
-    """The claim on ``config.output_dir`` taken before the data were built; given back once training there ends."""
+    start: RunStart | None = None
+    """``config.output_dir``, claimed and checked before the data were built (on the main process); the claim is given
+    back once training there ends."""
     splits: Any = None
     """The loaded ``DatasetDict``, for the splits a script needs besides ``train`` and ``test`` (a tokenizer's)."""
     profile: RunProfile = dataclasses.field(default_factory=RunProfile)
@@ -98,7 +99,8 @@ class TrainingRun:
         main = Path(config.output_dir) == Path(self.config.output_dir)  # not a tokenizer trained first
         trainer = Trainer(config, task, self.train_data if train_data is None else train_data, self.graph,
                           self.probes if probes else None, self.dataset_name, profile=self.profile,
-                          phase_prefix="" if main else f"{Path(config.output_dir).name}: ")
+                          phase_prefix="" if main else f"{Path(config.output_dir).name}: ",
+                          start=self.start if main else None)
         try:
             records = trainer.train()
             if main and PartialState().is_main_process:
@@ -106,8 +108,8 @@ class TrainingRun:
                 logger.info("%s", self.profile.table(report))
             return records
         finally:
-            if self.claim is not None and main:
-                self.claim.release()
+            if self.start is not None and main:
+                self.start.claim.release()
 
 
 def apply_dataset_defaults(parser: argparse.ArgumentParser, preset: str, argv: list[str] | None) -> dict[str, Any]:
@@ -175,7 +177,7 @@ def prepare_run(
     # Every option is checked before any work (building data, training probes, a tokenizer), with the output
     # directory claimed (one run per directory; see run_directory) before it is checked.
     state = PartialState(cpu=multi_cpu_launch())
-    claim = None
+    claim = start = None
     try:
         extra = {k: v for k, v in vars(args).items() if k not in {f for f in TrainingConfig.__dataclass_fields__}}
         extra["preset"] = preset
@@ -186,10 +188,8 @@ def prepare_run(
         if config.init_from:
             resolve_initial_weights(config.init_from)  # a path that holds no usable weights fails here, not later
         if state.is_main_process:
-            run_directory = RunDirectory(config.output_dir)
-            claim = run_directory.claim()
-            run_directory.check_start(config.resume_from_checkpoint, config.overwrite_output_dir)
-            run_directory.check_resume(config, state.num_processes)
+            start = RunDirectory(config.output_dir).start(config, state.num_processes)
+            claim = start.claim
         if validate is not None:
             validate(args)
         check_config_bounds("the command line", _bounded_options(args))  # before a model is built on them
@@ -221,7 +221,7 @@ def prepare_run(
         raise
     logger.info("training data %s: %d images (%d px) of classes %s", dataset_name, len(train_data),
                 train_data.image_size, train_data.class_strings())
-    run = TrainingRun(config, train_data, graph, probes, dataset_name=dataset_name, eval_data=eval_data, claim=claim,
+    run = TrainingRun(config, train_data, graph, probes, dataset_name=dataset_name, eval_data=eval_data, start=start,
                       splits=dataset_dict, profile=profile)
     torch.manual_seed(config.seed)  # the script builds its model next: initial weights are a function of --seed
     return args, config, run

@@ -18,6 +18,7 @@ from torch import nn
 from ..data.loading import ConceptImageData
 from ..eval_mode import eval_mode
 from ..images import uint8_to_signed, unit_to_uint8
+from ..models.concept_embedding import ConceptConditionedMixin
 from .acceleration import to_device
 
 
@@ -31,6 +32,24 @@ class TrainingTask:
 
     model: nn.Module
     """The trainable module (it may hold several parts, e.g. a transformer and a JEPA predictor)."""
+    use_full_conditioning: bool = False
+    """Whether training feeds the per-image continuous concept values (``full`` conditioning), see
+    :meth:`full_conditioning`."""
+
+    @staticmethod
+    def full_conditioning(model: nn.Module, use_full_conditioning: bool | None) -> bool:
+        """Whether a task trains ``model`` on the per-image continuous values: as asked, else as its conditioning."""
+        return model.config.conditioning == "full" if use_full_conditioning is None else use_full_conditioning
+
+    def training_conditioning(self, model: nn.Module, batch: dict[str, Any], generator: torch.Generator
+                              ) -> dict[str, Any]:
+        """The concept arguments of a training forward of ``model`` (unwrapped, for its config): the batch's concepts,
+        their continuous values in ``full`` mode, and concept dropout's mask drawn from ``generator``
+        (:meth:`~compgen.models.concept_embedding.ConceptConditionedMixin.draw_drop_mask`, ``None`` without dropout)."""
+        rate = float(getattr(model.config, "concept_dropout", 0.0))
+        drop_mask = ConceptConditionedMixin.draw_drop_mask(batch["concepts"], rate, generator)
+        values = batch.get("concept_values") if self.use_full_conditioning else None
+        return dict(concepts=batch["concepts"], concept_values=values, drop_mask=drop_mask)
 
     def compute_loss(
         self, model: nn.Module, batch: dict[str, torch.Tensor], generator: torch.Generator, step: int

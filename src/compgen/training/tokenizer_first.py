@@ -24,7 +24,7 @@ from ..cli import parse_widths
 from ..data.concept_graph_builder import TOKENIZER_SPLIT
 from ..data.loading import ConceptImageData, split_tensors
 from ..evaluation.tokenizer_report import RECONSTRUCTION_REPORT_NAME
-from ..models.concept_embedding import check_concept_dropout
+from ..models.concept_embedding import ConceptConditionedMixin
 from ..models.kl_tokenizer import build_kl_tokenizer
 from ..models.vq_tokenizer import build_vq_tokenizer
 from .kl_task import DEFAULT_KL_WEIGHT, KLTask
@@ -284,15 +284,13 @@ def latent_transformer_options(args: argparse.Namespace, run: TrainingRun, token
                      | {"position_embedding_std": args.position_embedding_std})
 
 
-def check_transformer_arguments(args: argparse.Namespace) -> None:
-    """``--hidden_size``, ``--num_layers``, ``--num_heads`` of a token transformer (MaskGIT, DiT, GIVT), and
-    ``--position_embedding_std`` where the script has it."""
-    if args.hidden_size < 1 or args.num_layers < 1 or args.num_heads < 1 or args.hidden_size % args.num_heads:
-        raise ValueError(f"--hidden_size {args.hidden_size} must be positive and divisible by --num_heads "
-                         f"{args.num_heads}; --num_layers must be positive")
-    check_concept_dropout(args.concept_dropout, "--concept_dropout")
-    if not getattr(args, "position_embedding_std", 1.0) > 0:
-        raise ValueError(f"--position_embedding_std must be positive, got {args.position_embedding_std}")
+def check_transformer_arguments(args: argparse.Namespace, model_class: type[ConceptConditionedMixin]) -> None:
+    """A token transformer's shared flags (``--hidden_size``, ``--num_heads``, ``--num_layers``, ``--concept_dropout``
+    and ``--position_embedding_std`` where the script has it), checked by their owner, ``model_class.check_options``,
+    before any work."""
+    options = {name: getattr(args, name) for name in ("hidden_size", "num_heads", "num_layers", "concept_dropout",
+                                                      "position_embedding_std") if hasattr(args, name)}
+    model_class.check_options(**options)
 
 
 def load_or_train_tokenizer(args: argparse.Namespace, run: TrainingRun, output_dir: Path

@@ -42,14 +42,15 @@ from tqdm.auto import tqdm
 from ..atomic_io import atomic_write_text
 from ..concepts import ConceptGraph
 from ..data.loading import ConceptImageData
+from ..evaluation.sampling_precision import sampling_precision
 from ..evaluation.tracker import LearningDynamicsTracker, format_record, levels_held, read_log
-from .acceleration import compile_mode, dynamo_plugin, fused_optimizer_supported, sampling_precision
+from .acceleration import compile_mode, dynamo_plugin, fused_optimizer_supported
 from .checkpoint import CheckpointError, load_checkpoint, read_trainer_state, save_checkpoint
 from .config import TrainingConfig, multi_cpu_launch, resolve_mixed_precision
 from .ema import ExponentialMovingAverage, MomentumSchedule
 from .fine_tuning import FINE_TUNE_PHASE, load_initial_weights, resolve_initial_weights, source_log_lines
 from .profile import RunProfile
-from .run_directory import RunDirectory
+from .run_directory import RunDirectory, RunStart
 from .task import TrainingTask, batch_indices, check_batch_fits, make_batch, mix_seed
 
 logger = logging.getLogger(__name__)
@@ -87,6 +88,7 @@ class Trainer:
         dataset_name: str | None = None,
         profile: RunProfile | None = None,
         phase_prefix: str = "",
+        start: RunStart | None = None,  # output_dir, claimed and checked by the script (prepare_run), else by train()
     ) -> None:
         # ``auto`` precision is resolved once, so checkpoints, logs and the card record what actually ran.
         precision = resolve_mixed_precision(config.mixed_precision)
@@ -99,6 +101,7 @@ class Trainer:
         self.dataset_name = dataset_name
         self.profile = profile if profile is not None else RunProfile(start=time.time())  # where the time goes
         self.phase_prefix = phase_prefix
+        self.start = start
         self.output_dir = Path(config.output_dir)
         self.run_directory = RunDirectory(self.output_dir)
         self.checkpoint_dir = self.run_directory.checkpoint_dir
@@ -111,12 +114,9 @@ class Trainer:
     def make_accelerator(self) -> Accelerator:
         """The Accelerator for this run (see :func:`multi_cpu_launch` for ``torchrun`` on CPUs)."""
         config = self.config
-        for name in ("mixed_precision", "eval_mixed_precision"):
-            if getattr(config, name) == "fp16" and not torch.cuda.is_available():
-                raise ValueError(f"--{name} fp16 needs a CUDA GPU (CPU autocast has no fp16); use bf16 or no")
         return Accelerator(
             cpu=multi_cpu_launch(),
-            mixed_precision=resolve_mixed_precision(config.mixed_precision),
+            mixed_precision=config.mixed_precision,  # resolved once, in __init__
             dynamo_plugin=dynamo_plugin(config.torch_compile),
             gradient_accumulation_steps=config.gradient_accumulation_steps,
             log_with=config.trackers or None,
@@ -126,11 +126,9 @@ class Trainer:
     def prepare(self, accelerator: Accelerator) -> TrainState:
         """Optimizer, LR schedule, device placement (model, task, data), EMA, and the resumed state if asked."""
         config = self.config
-        if accelerator.is_main_process:
-            previous = self.run_directory.check_start(config.resume_from_checkpoint, config.overwrite_output_dir)
-            if previous:
-                logger.warning("--overwrite_output_dir: removing the previous run's files in %s", self.output_dir)
-            for path in previous:
+        if self.start is not None and self.start.replaced:  # the main process's (see train)
+            logger.warning("--overwrite_output_dir: removing the previous run's files in %s", self.output_dir)
+            for path in self.start.replaced:
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
         accelerator.wait_for_everyone()
         # The model goes to its device (and into DDP) before the optimizer sees its parameters.
@@ -163,8 +161,7 @@ class Trainer:
                                            MomentumSchedule(config.ema_decay, kind="warmup"))
         state = TrainState(model, optimizer, lr_scheduler, ema)
         state.first_nonfinite_step = torch.full((), math.inf, device=accelerator.device)
-        candidates = self.run_directory.resume_candidates(config.resume_from_checkpoint)
-        if candidates:
+        if candidates := self.run_directory.resume_candidates(config.resume_from_checkpoint):
             self._load_checkpoint(accelerator, state, candidates)
         elif config.resume_from_checkpoint:
             logger.info("no checkpoint in %s: starting from scratch", self.checkpoint_dir)
@@ -321,14 +318,17 @@ class Trainer:
         return bool(broadcast_object_list(held)[0]) if accelerator.num_processes > 1 else held[0]
 
     def train(self) -> list[dict[str, Any]]:
-        """Train to ``max_train_steps`` (resuming if asked), export, write the model card; returns the eval log.
-
-        The main process claims ``output_dir`` (:mod:`~compgen.training.run_directory`) until it is done."""
-        self.config.check_environment()
+        """Train to ``max_train_steps`` (resuming if asked), export, write the model card; returns the eval log. The
+        main process holds ``output_dir``'s claim (:meth:`RunDirectory.start`) until it is done."""
+        given = self.start  # prepare_run claimed and checked the directory; a Trainer used alone does so here
         with self._phase("setup (placement, optimizer, resume)"):
             accelerator = self.make_accelerator()
-        check_batch_fits(len(self.train_data), self.config.train_batch_size, accelerator.num_processes)
-        with self.run_directory.claim() if accelerator.is_main_process else contextlib.nullcontext():
+        if given is None:
+            self.config.check_environment()
+            check_batch_fits(len(self.train_data), self.config.train_batch_size, accelerator.num_processes)
+            self.start = self.run_directory.start(self.config, accelerator.num_processes) \
+                if accelerator.is_main_process else None
+        with self.start.claim if given is None and self.start else contextlib.nullcontext():  # a claim of its own
             return self._train(accelerator)
 
     def _phase(self, name: str):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..atomic_io import atomic_write_text
-from .run_directory import RunDirectory
+from ..training.run_directory import RunDirectory
 
 RECORD_NAME = "study_run.json"
 

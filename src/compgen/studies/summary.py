@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 from ..atomic_io import atomic_write_text
 
 if TYPE_CHECKING:
-    from .study import Cell, Study
+    from .cells import Cell
+    from .study import Study
 
 
 def write_summary(study: Study, output_dir: Path, cells: Sequence[Cell], statuses: dict[str, dict[str, Any]]

@@ -1,6 +1,6 @@
 """Many small runs, one after another in one process: the queue for seeds x conditions x models.
 
-    python -m compgen.training.runner --runs RUNS.txt [--parallel K] [--summary queue.json]
+    python -m compgen.studies.runner --runs RUNS.txt [--parallel K] [--summary queue.json]
 
 ``RUNS.txt`` holds one training command per line, the script path followed by its flags (``#`` starts a comment)::
 
@@ -35,7 +35,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TextIO
 
-from .run_directory import claims_held, release_claims
+from ..training.run_directory import claims_held, release_claims
 
 logger = logging.getLogger(__name__)
 

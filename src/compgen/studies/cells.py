@@ -19,7 +19,7 @@ class Cell:
     command: tuple[str, ...]
     output_dir: Path
     identity: str = ""
-    """What the cell is (script, options, dataset and tokenizer definitions), as JSON: see ``study_records``."""
+    """What the cell is (script, options, dataset and tokenizer definitions), as JSON (see ``records``)."""
     steps: int = 0
     """The training steps the study asks of it (a fine-tuning cell's own, after its source's)."""
     source: str | None = None

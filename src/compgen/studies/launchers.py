@@ -142,7 +142,7 @@ class SubmititLauncher:
             ) -> None:
         """Submit ``function(command, threads)`` for every command as one job array and wait for all of them.
 
-        Each status holds the run's :class:`~compgen.training.runner.RunResult` fields, its job id and its ``log``
+        Each status holds the run's :class:`~compgen.studies.runner.RunResult` fields, its job id and its ``log``
         (stdout) path; a job that died (a time limit, a node failure, an exception outside the run) is ``"failed"``
         with the scheduler's error and both log paths. An interrupt cancels every unfinished job.
         """

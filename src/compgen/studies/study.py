@@ -1,4 +1,4 @@
-"""Controlled studies as one command: a grid of models x conditioning x seeds x datasets, run, resumed and summarized.
+"""A study file: a grid of models x conditioning x seeds x datasets, checked, and turned into cells to run.
 
 Paper B's findings are comparisons under control: the same tokens under a categorical or a continuous objective, the
 same model under complete or partial conditioning. A study file (YAML) names the grid; ``examples/run_study.py``
@@ -50,7 +50,7 @@ a repeated model key, seed, dataset or conditioning mode is refused, and so are 
 
 A rerun skips finished cells and resumes unfinished ones, but only under the definition they trained with: a cell whose
 options, dataset or tokenizer changed in the study file is refused with the list of changed cells (remove their
-directories to train them again; see :mod:`compgen.training.study_records`). A dataset the study defines is exported
+directories to train them again; see :mod:`compgen.studies.records`). A dataset the study defines is exported
 again when its definition changed and no cell trained on it yet.
 
 Every conditioning mode means the same for every model (:data:`CONDITIONING_MODES`): ``full`` feeds the per-image
@@ -69,13 +69,9 @@ from typing import Any
 
 import yaml
 
-from .run_directory import claim_run_directory
-from .runner import RunResult, run_in_process
-from .study_cells import Cell, TokenizerRun, canonical_json, file_safe, flags_to_argv
-from .study_checks import UniqueKeyLoader, check_definition, expect, expect_flags, expect_list, expect_unique
-from .study_launchers import Launcher, LocalLauncher
-from .study_records import cell_finished, check_unchanged, export_is_current, record_definition, record_run
-from .study_summary import write_summary
+from .cells import Cell, TokenizerRun, canonical_json, file_safe, flags_to_argv
+from .checks import UniqueKeyLoader, check_definition, expect, expect_flags, expect_list, expect_unique
+from .records import export_is_current, record_definition
 
 CONDITIONING_MODES: dict[str, tuple[str, bool]] = {
     "full": ("full", False),
@@ -98,7 +94,6 @@ STUDY_FLAGS: dict[str, str] = {
 """Flags the study gives every cell itself (a study file may not set them), and where each comes from."""
 FINE_TUNING_KEYS = ("datasets", "init_from", "steps")
 """A model's own datasets and steps, and the model whose cells its cells start from (see the module docstring)."""
-FINISHED = ("ok", "finished before")
 TOKENIZER_FLAGS = ("dataset", "dataset_config", "output_dir", "resume_from_checkpoint", "overwrite_output_dir")
 """Flags the study gives its tokenizer runs itself."""
 
@@ -300,7 +295,7 @@ class Study:
 
     def prepare_datasets(self, output_dir: Path) -> None:
         """Export the datasets the study defines: once, and again when a definition changed (the runs that trained
-        on the old one were refused before: :func:`~compgen.training.study_records.check_unchanged`)."""
+        on the old one were refused before: :func:`~compgen.studies.records.check_unchanged`)."""
         from ..data.concept_graph_builder import ConceptGraphShapesConfig
         from ..data.export import export_concept_graph_configs
 
@@ -378,73 +373,3 @@ class Study:
                 cells.append(Cell(model_name, mode, seed, dataset, command, directory, canonical_json(identity),
                                   steps, source.name if source else None))
         return cells
-
-
-def _run_cell(command: tuple[str, ...], threads: int | None) -> RunResult:
-    if threads:
-        import torch
-
-        torch.set_num_threads(threads)
-    return run_in_process(list(command))
-
-
-def run_study(study: Study, output_dir: str | os.PathLike, parallel: int = 1, threads_per_worker: int | None = None,
-              progress: bool = True, launcher: Launcher | None = None) -> dict[str, Any]:
-    """Run (or resume) every unfinished cell, then summarize; returns the summary (also written to disk).
-
-    First the study is checked against what its directory holds (:class:`~compgen.training.study_records.
-    StudyChangedError` lists the runs whose definition changed). Tokenizers train first (one per dataset), then the
-    cells, one after another in this process (``parallel=1``: the right choice on one GPU) or over ``parallel``
-    worker processes with ``threads_per_worker`` threads each (a multi-core CPU). A failing cell is reported and the
-    others go on. An interrupt (``KeyboardInterrupt``) stops the running cells, cancels the queued ones and writes
-    the summary of what finished before it propagates. The study claims ``output_dir`` (one study per directory:
-    :class:`~compgen.training.run_directory.RunDirectoryInUseError`). A ``launcher``
-    (:class:`~compgen.training.study_launchers.SubmititLauncher`) runs the tokenizers, then the cells, as cluster
-    jobs instead, with the same skipping, resuming and summary; a failed job's status names its log.
-    """
-    output_dir = Path(output_dir).expanduser()
-    with claim_run_directory(output_dir):  # one study per directory
-        return _run_study(study, output_dir, parallel, threads_per_worker, progress, launcher)
-
-
-def _run_study(study: Study, output_dir: Path, parallel: int, threads_per_worker: int | None, progress: bool,
-               launcher: Launcher | None) -> dict[str, Any]:
-    from tqdm.auto import tqdm
-
-    launcher = launcher or LocalLauncher(parallel)
-    tokenizers, cells = study.tokenizer_runs(output_dir), study.cells(output_dir)
-    check_unchanged([*tokenizers, *cells], {cell.name: cell.steps for cell in cells}, "the study file")
-    study.prepare_datasets(output_dir)
-    statuses: dict[str, dict[str, Any]] = {}
-    todo = [cell for cell in cells if not cell_finished(cell, cell.steps)]
-    for cell in cells:
-        if cell not in todo:
-            statuses[cell.name] = {"status": "finished before", "seconds": 0.0}
-    bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc=f"study {study.name}", disable=not progress)
-    try:
-        pending = [run for run in tokenizers if not (run.output_dir / "config.json").is_file()]
-        for run in pending:
-            record_run(run, None)
-        launcher.run(_run_cell, [run.command for run in pending], threads_per_worker, [run.name for run in pending],
-                     statuses)
-        for run in pending:
-            if statuses[run.name]["status"] != "ok":
-                raise RuntimeError(f"the study's tokenizer failed ({statuses[run.name].get('error')}); its cells "
-                                   "cannot run")
-        for wave in ([c for c in todo if c.source is None], [c for c in todo if c.source is not None]):
-            for cell in [c for c in wave if statuses.get(c.source, {"status": "ok"})["status"] not in FINISHED]:
-                statuses[cell.name] = {"status": "failed", "seconds": 0.0,
-                                       "error": f"the cell it starts from, {cell.source}, did not finish"}
-            wave = [cell for cell in wave if cell.name not in statuses]
-            for cell in wave:
-                record_run(cell, cell.steps)
-            launcher.run(_run_cell, [cell.command for cell in wave], threads_per_worker,
-                         [cell.name for cell in wave], statuses, on_done=lambda: bar.update(1))
-    except KeyboardInterrupt:
-        for cell in todo:
-            statuses.setdefault(cell.name, {"status": "cancelled", "seconds": 0.0})
-        write_summary(study, output_dir, cells, statuses)
-        raise
-    finally:
-        bar.close()
-    return write_summary(study, output_dir, cells, statuses)
