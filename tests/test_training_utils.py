@@ -113,8 +113,42 @@ def test_every_command_spells_options_with_underscores_and_still_takes_the_old_h
     parser.add_argument("--output_dir")
     parser.add_argument("--images_per_class", type=int)
     assert parser.parse_args(["--output_dir", "a", "--images_per_class=3"]).output_dir == "a"
-    with pytest.warns(FutureWarning, match="--output-dir is spelled --output_dir now"):
+    with pytest.warns(FutureWarning, match="is spelled") as caught:
         args = parser.parse_args(["--output-dir", "b", "--images-per-class=4"])
+    assert [str(w.message).split(" now")[0] for w in caught] == [
+        "--output-dir is spelled --output_dir", "--images-per-class is spelled --images_per_class"]
     assert (args.output_dir, args.images_per_class) == ("b", 4)
     with pytest.raises(SystemExit):
         parser.parse_args(["--no-such-option", "x"])
+
+
+def test_the_concept_dropout_mask_is_drawn_in_one_place_from_the_steps_generator(monkeypatch):
+    """``--concept_dropout`` ends in ``ConceptConditionedMixin.draw_drop_mask``: every task's training forward gets its
+    mask there, from the step's generator (so a step repeats), and a rate the model refuses is named before any work."""
+    from diffusers import DDPMScheduler
+
+    from compgen import TupleConditionedUNet2DModel
+    from compgen.models.concept_embedding import ConceptConditionedMixin
+    from compgen.training.ddpm_task import DDPMTask
+
+    space = {"shape": ["circle", "triangle"], "colour": ["red", "blue"], "size": ["large", "small"]}
+    with pytest.raises(ValueError, match=r"concept_dropout must be in \[0, 1\), got 1.5"):
+        TupleConditionedUNet2DModel.check_options(concept_dropout=1.5)
+    torch.manual_seed(0)
+    unet = TupleConditionedUNet2DModel(space, sample_size=8, block_out_channels=(8, 16), norm_num_groups=4,
+                                       conditioning="quantized", concept_dropout=0.5)
+    task = DDPMTask(unet, DDPMScheduler(num_train_timesteps=50))
+    batch = {"images": torch.zeros(16, 3, 8, 8), "concepts": torch.randint(0, 2, (16, 3))}
+    draws = []
+    original = ConceptConditionedMixin.draw_drop_mask
+
+    def recorded(concepts, rate, generator=None):
+        draws.append((rate, generator))
+        return original(concepts, rate, generator)
+
+    monkeypatch.setattr(ConceptConditionedMixin, "draw_drop_mask", staticmethod(recorded))
+    losses = [task.compute_loss(unet, batch, torch.Generator().manual_seed(3), 0)[0] for _ in range(2)]
+    assert [rate for rate, _ in draws] == [0.5, 0.5] and all(g is not None for _, g in draws)
+    torch.testing.assert_close(losses[0], losses[1], rtol=0, atol=0)
+    masks = [task.training_conditioning(unet, batch, torch.Generator().manual_seed(s))["drop_mask"] for s in (1, 1, 2)]
+    assert masks[0].dtype == torch.bool and torch.equal(masks[0], masks[1]) and not torch.equal(masks[0], masks[2])
