@@ -1,5 +1,7 @@
-"""Shaded 3D solids for the shapes data: what Paper A's Blender renders show (Okawa et al. 2023, Appendix A.1,
-Fig. 11; its public code's ``properties_single-body_2d_3classes.json`` names the objects Sphere, Cone and Cube).
+"""Shaded 3D solids for the shapes data, compgen's reading of Paper A's images: Paper A renders single objects with
+Blender on a blank 28 x 28 background (Okawa et al. 2023, Appendix A.1, Fig. 11; its public code's
+``properties_single-body_2d_3classes.json`` names the objects Sphere, Cone and Cube) and states no camera, light or
+position, and its code holds no renderer. The camera, the light and the centring below are compgen's choices.
 
 A sphere (concept value ``circle``), an upright cone (``triangle``) and a cube (``square``) stand in front of a fixed
 orthographic camera that looks down at :data:`CAMERA_ELEVATION_DEG`, lit by one directional light from the upper

@@ -267,7 +267,7 @@ class ConceptGraphShapes(datasets.GeneratorBasedBuilder):
             rotate=True,
             position_range=1.0,
             description=(
-                "The headline split as compgen drew it before Paper A's renders were matched: flat polygons at "
+                "The headline split as compgen drew it before its shaded solids: flat polygons at "
                 "random rotations anywhere in the frame. Kept to reproduce earlier results; on it the U-Net draws "
                 "111 for a while, then blank frames (results/paper-a-h100-flat-data/)."
             ),
