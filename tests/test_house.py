@@ -5,8 +5,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "compgen"
 MAX_MODULE_LINES = 450
@@ -44,14 +42,19 @@ def top_level_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
     return found
 
 
-def import_graph() -> dict[str, set[str]]:
-    """For every compgen module, the compgen modules it imports at import time."""
+def every_import(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """Every import of a module, also those inside functions and ``if TYPE_CHECKING``: the layers it leans on."""
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)]
+
+
+def import_graph(imports=top_level_imports) -> dict[str, set[str]]:
+    """For every compgen module, the compgen modules it imports (at import time, or as ``imports`` finds them)."""
     modules = module_files()
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         edges: set[str] = set()
-        for node in top_level_imports(ast.parse(path.read_text(), str(path))):
+        for node in imports(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             else:
@@ -110,15 +113,39 @@ def test_the_graph_sees_the_training_layers():
 
 
 def test_no_import_cycles():
-    cycles = import_cycles(import_graph())
-    assert not cycles, "import cycles between compgen modules: " + "; ".join(" <-> ".join(c) for c in cycles)
+    """Not at import time, and not through imports deferred into functions or kept for type checking either."""
+    for graph in (import_graph(), import_graph(every_import)):
+        cycles = import_cycles(graph)
+        assert not cycles, "import cycles between compgen modules: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+LAYERS = [
+    {"concepts", "solids", "shapes", "images", "atomic_io", "hub", "eval_mode", "__init__"},
+    {"data"}, {"cli"}, {"models"}, {"schedulers"}, {"pipelines"}, {"evaluation"}, {"training"}, {"studies"},
+    {"quickstart"},
+]
+"""compgen's packages and top modules from the bottom up (ARCHITECTURE.md's table, read upwards): each imports only
+its own layer and those below (the package ``compgen/__init__`` re-exports lazily, so it sits at the bottom)."""
+
+
+def test_imports_point_down_the_layers():
+    rank = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
+
+    def unit(module: str) -> str:
+        parts = module.split(".")
+        return parts[1] if len(parts) > 1 else "__init__"
+
+    upward = sorted(f"{module} -> {target}" for module, targets in import_graph(every_import).items()
+                    for target in targets if rank[unit(target)] > rank[unit(module)])
+    assert set(rank) >= {unit(module) for module in module_files()}, "a new package: give it a layer in LAYERS"
+    assert not upward, f"imports that point up the layers: {upward}"
 
 
 def test_cycle_finder_finds_a_cycle():
     assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-@pytest.mark.parametrize("name", sorted(module_files()))
-def test_module_length(name):
-    lines = len(module_files()[name].read_text().splitlines())
-    assert lines <= MAX_MODULE_LINES, f"{name} has {lines} lines (at most {MAX_MODULE_LINES}): split it by job"
+def test_no_module_is_too_long_to_read_in_one_sitting():
+    lengths = {name: len(path.read_text().splitlines()) for name, path in module_files().items()}
+    long = {name: lines for name, lines in lengths.items() if lines > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines (split them by job): {long}"
