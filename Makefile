@@ -30,7 +30,7 @@ test: setup
 	OMP_NUM_THREADS=1 $(PY) -m pytest --durations=20
 
 lint: setup
-	$(VENV)/bin/ruff check src tests examples dataset_scripts pipelines benchmarks
+	$(VENV)/bin/ruff check src tests examples dataset_scripts custom_pipelines benchmarks
 
 bench: setup
 	$(PY) benchmarks/bench_renderer.py

@@ -5,22 +5,21 @@ outermost such op in the profiler's op tree: a CPU implementation may call helpe
 an op that PyTorch decomposes into others, such as ``linear`` or ``cross_entropy``, counts as its parts), not counting
 ops that only make views, read metadata or allocate. A multi-tensor op (``_foreach_*``, ``_fused_*``) counts once, as
 the multi-tensor kernel it launches on a GPU, and a kernel that ``torch.compile`` generated for the CPU counts once
-(:func:`profile_call` has inductor record them). On CUDA the profiler's own kernel events are counted instead. A host
-synchronisation is an op that reads device data on the host (``item``, ``nonzero``, ...), outside the optimizer,
-whose step counters stay on the host.
+(inductor records them for the profiler when the model is compiled inside :func:`kernel_profiling`). On CUDA the
+profiler's own kernel events are counted instead. A host synchronisation is an op that reads device data on the host
+(``item``, ``nonzero``, ...), outside the optimizer, whose step counters stay on the host.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 import torch._inductor.config
 from torch.profiler import ProfilerActivity, profile
-
-torch._inductor.config.cpp.enable_kernel_profile = True  # kernels that torch.compile generates for a CPU are profiled
 
 NO_WORK = frozenset(
     "aten::" + name for name in (
@@ -72,6 +71,14 @@ def _in_optimizer(event: Any) -> bool:
             return True
         event = event.cpu_parent
     return False
+
+
+@contextlib.contextmanager
+def kernel_profiling() -> Iterator[None]:
+    """Inside the scope, the kernels that ``torch.compile`` generates for a CPU are profiled (inductor's
+    ``cpp.enable_kernel_profile``, restored on exit): compile the models to count inside it."""
+    with torch._inductor.config.patch({"cpp.enable_kernel_profile": True}):
+        yield
 
 
 def profile_call(fn: Callable[[], Any], device: torch.device | str = "cpu", warmup: int = 1) -> dict[str, int]:

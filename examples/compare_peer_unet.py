@@ -36,7 +36,7 @@ from compgen.concepts import ConceptSpace
 from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
 from compgen.studies.runner import load_script
 from compgen.training.ddpm_task import DDPMTask
-from compgen.training.script import prepare_run
+from compgen.training.run_setup import prepare_run
 
 UNET_SCRIPT = load_script(Path(__file__).with_name("train_tuple_unet.py"))
 

@@ -25,8 +25,8 @@ import torch
 from compgen import TupleConditionedDiT
 from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
 from compgen.training.dit_task import DiTTask
-from compgen.training.script import prepare_run
-from compgen.training.tokenizer_first import (
+from compgen.training.run_setup import prepare_run
+from compgen.training.token_model_setup import (
     CONTINUOUS_CPU_QUICK,
     TOKEN_TRANSFORMER_PRESETS,
     add_latent_transformer_arguments,

@@ -19,8 +19,8 @@ import torch
 
 from compgen import GIVTTransformer, MaskGITScheduler
 from compgen.training.givt_task import GIVTTask
-from compgen.training.script import prepare_run
-from compgen.training.tokenizer_first import (
+from compgen.training.run_setup import prepare_run
+from compgen.training.token_model_setup import (
     CONTINUOUS_CPU_QUICK,
     TOKEN_TRANSFORMER_PRESETS,
     add_latent_transformer_arguments,

@@ -19,8 +19,8 @@ import torch
 from compgen import MARTransformer, MaskGITScheduler
 from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
 from compgen.training.mar_task import MARTask
-from compgen.training.script import prepare_run
-from compgen.training.tokenizer_first import (
+from compgen.training.run_setup import prepare_run
+from compgen.training.token_model_setup import (
     CONTINUOUS_CPU_QUICK,
     TOKEN_TRANSFORMER_PRESETS,
     add_latent_transformer_arguments,

@@ -25,8 +25,8 @@ from compgen import MaskGITScheduler, MaskGITTransformer
 from compgen.models.jepa import parse_jepa_layers
 from compgen.models.vq_tokenizer import token_grid_size
 from compgen.training.maskgit_task import MaskGITTask, precompute_tokens
-from compgen.training.script import prepare_run
-from compgen.training.tokenizer_first import (
+from compgen.training.run_setup import prepare_run
+from compgen.training.token_model_setup import (
     TOKEN_TRANSFORMER_PRESETS,
     add_token_transformer_arguments,
     add_tokenizer_first_arguments,

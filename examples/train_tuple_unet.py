@@ -14,7 +14,7 @@ from compgen import TupleConditionedUNet2DModel
 from compgen.cli import parse_widths
 from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
 from compgen.training.ddpm_task import DDPMTask
-from compgen.training.script import prepare_run
+from compgen.training.run_setup import prepare_run
 
 # For a 2-core CPU, one run per core (706 s for seed 0 with the other core busy, results/paper-a-quick/): Paper A's
 # U-Net at widths (32, 64) with one residual block per stage, v-prediction (with epsilon prediction a narrow U-Net

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import argparse
 
-from compgen.training.script import prepare_run
-from compgen.training.tokenizer_first import (
+from compgen.training.run_setup import prepare_run
+from compgen.training.token_model_setup import (
     VQ_PRESETS,
     add_tokenizer_kind_arguments,
     add_vq_tokenizer_arguments,

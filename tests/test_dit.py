@@ -27,7 +27,7 @@ from compgen.training.maskgit_task import MaskGITTask, precompute_tokens
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 SPACE = shapes_space()
-ENTRY_FILE = Path(__file__).resolve().parents[1] / "pipelines" / "tuple_dit.py"
+ENTRY_FILE = Path(__file__).resolve().parents[1] / "custom_pipelines" / "tuple_dit.py"
 
 
 def make_dit(conditioning="full", concept_dropout=0.0, **stats):

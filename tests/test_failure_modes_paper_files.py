@@ -159,7 +159,7 @@ def test_case12_a_fifo_is_refused_without_being_opened(paper_dir, tmp_path):
     with pytest.raises(ValueError, match=r"values file .*CLEVR_010_1.json is not a regular file"):
         _build(paper_dir, tmp_path / "cache")
     # The reader itself never blocks on a FIFO that took an image's place after the folder was listed.
-    from compgen.data.paper_files import read_paper_image
+    from compgen.data.paper_a_files import read_paper_image
 
     os.mkfifo(tmp_path / "CLEVR_000_9.png")
     with pytest.raises(ValueError, match=r"image .*CLEVR_000_9.png is not a regular file"):

@@ -18,8 +18,8 @@ from test_failure_modes import steps, task, train
 
 from compgen import TupleConditionedDDPMPipeline, TupleConditionedUNet2DModel
 from compgen.concepts import shapes_space
-from compgen.evaluation.evaluate import evaluate_run
-from compgen.evaluation.evaluate import main as evaluate_main
+from compgen.evaluation.rescore import evaluate_run
+from compgen.evaluation.rescore import main as evaluate_main
 from compgen.shapes import shapes_continuous_concepts
 from compgen.training.checkpoint import CheckpointError, list_checkpoints
 from compgen.training.config import TrainingConfig

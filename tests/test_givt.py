@@ -19,7 +19,7 @@ from compgen.models.givt_transformer import GIVTTransformer
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 SPACE = shapes_space()
-ENTRY_FILE = Path(__file__).resolve().parents[1] / "pipelines" / "givt.py"
+ENTRY_FILE = Path(__file__).resolve().parents[1] / "custom_pipelines" / "givt.py"
 
 
 def _model(**kwargs) -> GIVTTransformer:

@@ -17,7 +17,7 @@ from compgen.models.mar_transformer import DiffusionHead, MARTransformer
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 SPACE = shapes_space()
-ENTRY_FILE = Path(__file__).resolve().parents[1] / "pipelines" / "mar.py"
+ENTRY_FILE = Path(__file__).resolve().parents[1] / "custom_pipelines" / "mar.py"
 
 
 def _model(**kwargs) -> MARTransformer:

@@ -13,7 +13,7 @@ from compgen import MaskGITPipeline, MaskGITScheduler, MaskGITTransformer, shape
 from compgen.models.vq_tokenizer import build_vq_tokenizer, decode_indices, encode_to_indices, token_grid_size
 from compgen.shapes import shapes_continuous_concepts
 
-ENTRY_FILE = Path(__file__).resolve().parents[1] / "pipelines" / "maskgit.py"
+ENTRY_FILE = Path(__file__).resolve().parents[1] / "custom_pipelines" / "maskgit.py"
 SPACE = shapes_space()
 
 

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-import compgen.evaluation.figures as figures_module
+import compgen.evaluation.figure_style as figures_module
 import compgen.evaluation.plots as plots_module
 from compgen import get_split_preset
 from compgen.evaluation.emergence import emergence_report
-from compgen.evaluation.figures import level_color
+from compgen.evaluation.figure_style import level_color
 from compgen.evaluation.plots import (
     main,
     moving_average,

@@ -1,4 +1,4 @@
-"""Re-scoring trained runs: ``compgen.evaluation.evaluate`` reproduces the training evaluation and scores a
+"""Re-scoring trained runs: ``compgen.evaluation.rescore`` reproduces the training evaluation and scores a
 checkpoint's online weights or other sampler options; ``gate_diagnostics`` measures the U-Net's gates per class."""
 
 import json
@@ -8,9 +8,9 @@ import pytest
 from conftest import reset_accelerate_state
 from repo_scripts import load_repo_script
 
-from compgen.evaluation.evaluate import evaluate_run
-from compgen.evaluation.evaluate import main as evaluate_main
 from compgen.evaluation.gate_diagnostics import main as gates_main
+from compgen.evaluation.rescore import evaluate_run
+from compgen.evaluation.rescore import main as evaluate_main
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -88,3 +88,16 @@ def test_gate_diagnostics_report_every_class_and_decoder_stage(unet_run, tmp_pat
     for stage in range(2):
         assert np.mean([stages[stage]["feature_rms_vs_training"] for stages in training]) == pytest.approx(1.0)
     assert (tmp_path / "gates.md").read_text().count("| 111 | 2 |") == 2
+
+
+@pytest.mark.parametrize("old, new", [("evaluate", "rescore"), ("results", "results_folder")])
+def test_the_old_command_names_still_run_with_a_warning(old, new):
+    """``python -m compgen.evaluation.rescore`` and ``... .results`` (the old names) still reach the renamed commands
+    for a release, with a FutureWarning naming the new module."""
+    import importlib
+    import sys
+
+    sys.modules.pop(f"compgen.evaluation.{old}", None)
+    with pytest.warns(FutureWarning, match=f"now compgen.evaluation.{new}"):
+        alias = importlib.import_module(f"compgen.evaluation.{old}")
+    assert alias.main is importlib.import_module(f"compgen.evaluation.{new}").main

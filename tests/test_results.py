@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from compgen.evaluation.results import run_summary, unbacked_numbers
+from compgen.evaluation.results_folder import run_summary, unbacked_numbers
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = sorted(path.parent for path in (REPO / "results").glob("*/README.md"))
@@ -67,7 +67,7 @@ def test_the_check_would_have_caught_the_misstated_paper_b_statistics_and_pointe
 def test_a_study_directory_copied_from_where_it_ran_still_yields_its_cells(tmp_path):
     """A study's summary names each cell by the absolute path it ran in (a cluster's or a GPU machine's /tmp); a copy
     of the study directory elsewhere finds its cells under its own ``cells/``."""
-    from compgen.evaluation.results import collect_runs
+    from compgen.evaluation.results_folder import collect_runs
 
     study = tmp_path / "copied-study"
     cell = study / "cells" / "dit__full__h32__seed0"

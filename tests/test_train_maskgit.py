@@ -167,7 +167,7 @@ def test_tokenizer_data_names_the_classes_the_tokenizer_sees_and_is_recorded(scr
     """``--tokenizer_data`` decides which images reach the tokenizer (all-classes: the dataset's tokenizer split,
     never the test images); the tokenizer's options, its card, the reconstruction report and the generator's card
     name the choice."""
-    from compgen.training.script import TrainingRun
+    from compgen.training.run_setup import TrainingRun
 
     seen, original = [], TrainingRun.train
 

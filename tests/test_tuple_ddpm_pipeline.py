@@ -16,7 +16,7 @@ from compgen.pipelines.tuple_ddpm import TupleConditionedDDPMPipeline, paper_ddp
 from compgen.shapes import shapes_continuous_concepts
 
 SPACE = shapes_space()
-ENTRY_FILE = Path(__file__).resolve().parents[1] / "pipelines" / "tuple_ddpm.py"
+ENTRY_FILE = Path(__file__).resolve().parents[1] / "custom_pipelines" / "tuple_ddpm.py"
 STEPS = 4
 
 

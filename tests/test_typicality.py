@@ -7,7 +7,7 @@ import pytest
 from compgen.concepts import get_split_preset
 from compgen.evaluation import typicality
 from compgen.evaluation.probes import default_shapes_probes
-from compgen.evaluation.results import run_summary
+from compgen.evaluation.results_folder import run_summary
 from compgen.evaluation.scoring import ImageScorer
 from compgen.evaluation.stress_suite import typicality_test
 from compgen.evaluation.tracker import LearningDynamicsTracker, renderer_generator

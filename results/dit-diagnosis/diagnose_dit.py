@@ -1,4 +1,11 @@
-"""Short, single-threaded DiT training probes over a trained tokenizer's latents (the checks in NOTES.md).
+"""Record of a one-off diagnosis: short, single-threaded DiT training probes over a trained tokenizer's latents.
+
+Not maintained and not tested. This is the script behind the checks in ``NOTES.md``, kept as the record of how their
+numbers were made: it ran on 2026-11-26 on a 2-core AMD EPYC CPU (torch 2.13.0+cpu) against compgen at commit c51c22e,
+the commit that added it with its outputs in ``runs/``. Later revisions of compgen may not run it, and nothing checks
+that they do. It is a stand-alone loop, not the library's: compgen trains through
+``compgen.training.trainer.Trainer`` (``examples/train_dit.py`` for the DiT), and a new experiment belongs there, not
+here.
 
     OMP_NUM_THREADS=1 PYTHONPATH=src python results/dit-diagnosis/diagnose_dit.py --vqvae_path TOKENIZER \
         --steps 400 --position_std 0.02 --out /tmp/dit-diag/baseline.json

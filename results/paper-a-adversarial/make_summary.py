@@ -1,6 +1,6 @@
 """The adversarial split's summary.json and plots: every class through both phases, both scorers.
 
-    python results/paper-a-adversarial/make_summary.py   # reads logs/ (python -m compgen.evaluation.results output)
+    python results/paper-a-adversarial/make_summary.py   # reads logs/ (compgen.evaluation.results_folder output)
 
 Per seed: each class's accuracy at the end of the first phase (okawa-fail1), at the fine-tuning runs' first evaluation
 (the loaded weights, before any update) and at their end, per arm (the same learning rate, a tenth of it); the
@@ -29,7 +29,7 @@ def per_class(record: dict) -> dict[str, list[float]]:
 
 
 def plot(records: list[dict], path: Path, title: str) -> None:
-    from compgen.evaluation.figures import save_figure, subplots
+    from compgen.evaluation.figure_style import save_figure, subplots
 
     fig, ax = subplots(figsize=(7, 4))
     steps = [r["step"] for r in records]

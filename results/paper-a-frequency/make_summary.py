@@ -2,7 +2,7 @@
 
     python results/paper-a-frequency/make_summary.py   # reads colour/summary.json and shape/summary.json
 
-Each sweep folder is ``python -m compgen.evaluation.results`` output of one study
+Each sweep folder is ``python -m compgen.evaluation.results_folder`` output of one study
 (``studies/paper_a_frequency_*.yaml``): one run per N and seed, named
 ``unet__full__h32-train1-<class>-x<N>__seed<S>``. Per sweep, level and scorer: the final accuracy per N (each seed
 and the mean), and the critical N, the smallest N from which every mean final accuracy is at least 0.9 (``None``:
@@ -56,7 +56,7 @@ def sweep_summary(machine: dict) -> dict:
 
 
 def plot(name: str, sweep: dict, path: Path) -> None:
-    from compgen.evaluation.figures import level_color, save_figure, subplots
+    from compgen.evaluation.figure_style import level_color, save_figure, subplots
 
     fig, ax = subplots(figsize=(6, 4))
     x = [max(n, 0.5) for n in sweep["n"]]  # N = 0 sits at 0.5 on the log axis

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw
 
-from compgen.evaluation.evaluate import load_run_pipeline
+from compgen.evaluation.rescore import load_run_pipeline
 from compgen.images import unit_to_uint8
 
 

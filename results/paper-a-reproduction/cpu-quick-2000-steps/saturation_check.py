@@ -18,7 +18,7 @@ import torch
 from diffusers import DDIMScheduler
 
 from compgen.data.concept_graph_builder import build_concept_graph_dataset
-from compgen.evaluation.evaluate import load_run_pipeline
+from compgen.evaluation.rescore import load_run_pipeline
 
 
 def colour_strength(images: np.ndarray) -> np.ndarray:

@@ -85,7 +85,7 @@ class ConceptGraphShapesConfig(datasets.BuilderConfig):
     style: str = "shaded"
     position_range: float = PAPER_POSITION_RANGE
     data_dir: str | None = None
-    """A directory in Paper A's published layout (:mod:`compgen.data.paper_files`): rows are read from its
+    """A directory in Paper A's published layout (:mod:`compgen.data.paper_a_files`): rows are read from its
     ``train/`` and ``test/`` images instead of rendered; the render options are then unused."""
 
     def __post_init__(self) -> None:
@@ -169,7 +169,7 @@ class ConceptGraphShapesConfig(datasets.BuilderConfig):
         if self.data_dir is None:
             _ = self.render_config
         else:
-            from .paper_files import check_image_size, check_paper_counts
+            from .paper_a_files import check_image_size, check_paper_counts
 
             check_image_size(self.image_size, self.name)
             for split in ("train", "test"):  # an error names a missing folder or a class with too few images
@@ -311,7 +311,7 @@ class ConceptGraphShapes(datasets.GeneratorBasedBuilder):
             config = self.BUILDER_CONFIG_CLASS(name=config_name, **kwargs)
             config_id = config_id or config.create_config_id(kwargs, custom_features=custom_features)
         if config.data_dir is not None:  # the folder's absolute path and files key the cache, not the path string
-            from .paper_files import paper_fingerprint
+            from .paper_a_files import paper_fingerprint
 
             config_id = f"{config_id}-{paper_fingerprint(config.data_dir)}"
         return config, config_id
@@ -331,7 +331,7 @@ class ConceptGraphShapes(datasets.GeneratorBasedBuilder):
     def _generate_examples(self, split: str) -> Iterator[tuple[int, dict[str, Any]]]:
         config = self.config
         if config.data_dir is not None:
-            from .paper_files import paper_rows
+            from .paper_a_files import paper_rows
 
             yield from paper_rows(config, split)
             return
@@ -440,7 +440,7 @@ def _code_hash() -> str:
     for module in (concepts_module, shapes_module):
         digest.update(Path(module.__file__).read_bytes())
     digest.update(Path(__file__).read_bytes())
-    digest.update((Path(__file__).parent / "paper_files.py").read_bytes())
+    digest.update((Path(__file__).parent / "paper_a_files.py").read_bytes())
     digest.update((Path(__file__).parent / "png.py").read_bytes())
     digest.update((Path(__file__).parent.parent / "solids.py").read_bytes())
     return digest.hexdigest()[:16]

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..atomic_io import atomic_write_text
 from .curves import first_step_at
-from .figures import level_color, save_figure, subplots
+from .figure_style import level_color, save_figure, subplots
 
 Records = Sequence[dict[str, Any]]
 DEFAULT_THRESHOLDS = (0.5, 0.9)

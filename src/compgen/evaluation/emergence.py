@@ -132,7 +132,7 @@ def plot_toy_model(
     path: str | os.PathLike, p: float = 0.01, max_n: int = 5, threshold: float = 0.9, steps: int = 1000
 ) -> None:
     """Paper A Fig. 7: (a) P(n, t) for n = 1..max_n, (b) critical time t* against n."""
-    from .figures import save_figure, subplots
+    from .figure_style import save_figure, subplots
 
     fig, (left, right) = subplots(1, 2, figsize=(9, 3.5))
     t = np.arange(steps + 1)
@@ -152,7 +152,7 @@ def plot_emergence_order(report: dict[str, Any], path: str | os.PathLike, title:
     """When each class first reaches the threshold, measured (filled) and predicted by the toy model (open), classes
     ordered by level as in Paper A Fig. 5 (training classes, then level 1, then level 2). Paper A's ordering holds
     when the filled markers rise level by level; a class that never got there sits on the "never" line."""
-    from .figures import level_color, save_figure, subplots
+    from .figure_style import level_color, save_figure, subplots
 
     classes = sorted(report["classes"].items(), key=lambda item: (item[1]["level"], item[0]))
     known = [row[key] for _, row in classes for key in ("measured_step", "predicted_step") if row[key]]

@@ -97,7 +97,7 @@ def _rounded(value: torch.Tensor) -> float | list[float]:
 
 
 def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    from .evaluate import load_checkpoint_weights, load_run_pipeline
+    from .rescore import load_checkpoint_weights, load_run_pipeline
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir")

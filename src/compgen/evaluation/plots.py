@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 
 from ..atomic_io import atomic_write_bytes  # noqa: E402
 from ..concepts import ConceptGraph  # noqa: E402
-from .figures import LEVEL_COLORS, level_color, save_figure, subplots  # noqa: E402
+from .figure_style import LEVEL_COLORS, level_color, save_figure, subplots  # noqa: E402
 from .tracker import graph_from_record, read_log  # noqa: E402
 
 __all__ = ["LEVEL_COLORS", "level_color", "save_figure", "subplots"]  # figure helpers, re-exported for plot users

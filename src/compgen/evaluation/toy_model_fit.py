@@ -62,7 +62,7 @@ def toy_model_fit(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def plot_toy_model_fit(fit: dict[str, Any], path: str | os.PathLike, title: str | None = None) -> None:
     """Measured (solid) against predicted (dashed) multiplicative accuracy per level, the error in the legend."""
-    from .figures import level_color, save_figure, subplots
+    from .figure_style import level_color, save_figure, subplots
 
     fig, ax = subplots(figsize=(6, 4))
     for level, row in fit["levels"].items():

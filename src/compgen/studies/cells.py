@@ -36,7 +36,7 @@ class Cell:
 
 
 @dataclass(frozen=True)
-class TokenizerRun:
+class TokenizerCell:
     """The training of one study tokenizer (shared by the token models' cells of its datasets)."""
 
     dataset: str

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 SUBMITIT_CLUSTERS = ("slurm", "local", "debug")
 
 RunFunction = Callable[[tuple[str, ...], int | None], Any]
-"""``function(command, threads) -> RunResult``: runs one training command (the study's ``_run_cell``)."""
+"""``function(command, threads) -> CommandResult``: runs one training command (the study's ``_run_cell``)."""
 
 
 class Launcher(Protocol):
@@ -142,7 +142,7 @@ class SubmititLauncher:
             ) -> None:
         """Submit ``function(command, threads)`` for every command as one job array and wait for all of them.
 
-        Each status holds the run's :class:`~compgen.studies.runner.RunResult` fields, its job id and its ``log``
+        Each status holds the run's :class:`~compgen.studies.runner.CommandResult` fields, its job id and its ``log``
         (stdout) path; a job that died (a time limit, a node failure, an exception outside the run) is ``"failed"``
         with the scheduler's error and both log paths. An interrupt cancels every unfinished job.
         """

@@ -10,14 +10,14 @@ from typing import Any
 from ..training.run_directory import claim_run_directory
 from .launchers import Launcher, LocalLauncher
 from .records import cell_finished, check_unchanged, record_run
-from .runner import RunResult, run_in_process
+from .runner import CommandResult, run_in_process
 from .study import Study
 from .summary import write_summary
 
 FINISHED = ("ok", "finished before")
 
 
-def _run_cell(command: tuple[str, ...], threads: int | None) -> RunResult:
+def _run_cell(command: tuple[str, ...], threads: int | None) -> CommandResult:
     if threads:
         import torch
 

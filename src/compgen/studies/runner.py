@@ -41,7 +41,7 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class RunResult:
+class CommandResult:
     """How one queued run ended."""
 
     command: str
@@ -101,7 +101,7 @@ class _TeeLastLine(io.TextIOBase):
         self.stream.flush()
 
 
-def run_in_process(command: Sequence[str]) -> RunResult:
+def run_in_process(command: Sequence[str]) -> CommandResult:
     """Run one command (``[script.py, *flags]``) in this process through the script's ``main(argv)``."""
     from accelerate.state import AcceleratorState, GradientState
 
@@ -118,14 +118,14 @@ def run_in_process(command: Sequence[str]) -> RunResult:
             load_script(command[0]).main(list(command[1:]))
     except Exception as error:  # a failing run is reported; the queue goes on
         logger.error("run failed: %s\n%s", text, traceback.format_exc())
-        return RunResult(text, "failed", round(time.perf_counter() - start, 3), f"{type(error).__name__}: {error}")
+        return CommandResult(text, "failed", round(time.perf_counter() - start, 3), f"{type(error).__name__}: {error}")
     except SystemExit as exit_:  # argparse errors
         if exit_.code not in (0, None):
             error = f"exit status {exit_.code}: {stderr.last_line}"
-            return RunResult(text, "failed", round(time.perf_counter() - start, 3), error)
+            return CommandResult(text, "failed", round(time.perf_counter() - start, 3), error)
     finally:
         release_claims(keep=held)  # whatever the script left claimed
-    return RunResult(text, "ok", round(time.perf_counter() - start, 3))
+    return CommandResult(text, "ok", round(time.perf_counter() - start, 3))
 
 
 def die_with_parent(parent_pid: int) -> None:
@@ -162,7 +162,7 @@ def worker_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     pool.shutdown(wait=True)
 
 
-def _run_share(commands: list[list[str]], threads: int | None) -> list[RunResult]:
+def _run_share(commands: list[list[str]], threads: int | None) -> list[CommandResult]:
     if threads:
         import torch
 
@@ -171,7 +171,7 @@ def _run_share(commands: list[list[str]], threads: int | None) -> list[RunResult
 
 
 def run_queue(commands: Sequence[Sequence[str]], parallel: int = 1, threads_per_worker: int | None = None
-              ) -> list[RunResult]:
+              ) -> list[CommandResult]:
     """Run ``commands`` one after another in this process, or over ``parallel`` worker processes (each running an
     interleaved share in order); results come back in queue order."""
     commands = [list(c) for c in commands]
@@ -182,14 +182,14 @@ def run_queue(commands: Sequence[Sequence[str]], parallel: int = 1, threads_per_
     shares = [commands[worker::parallel] for worker in range(parallel)]
     with worker_pool(parallel) as pool:
         done = list(pool.map(_run_share, shares, [threads_per_worker or 1] * parallel))
-    results: list[RunResult | None] = [None] * len(commands)
+    results: list[CommandResult | None] = [None] * len(commands)
     for worker, share_results in enumerate(done):
         for position, result in enumerate(share_results):
             results[worker + position * parallel] = result
     return [r for r in results if r is not None]
 
 
-def main(argv: Sequence[str] | None = None) -> list[RunResult]:
+def main(argv: Sequence[str] | None = None) -> list[CommandResult]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", help="file with one command per line (script path, then its flags)")
     parser.add_argument("--run", action="append", default=[], help="one command (repeatable), e.g. "

@@ -69,7 +69,7 @@ from typing import Any
 
 import yaml
 
-from .cells import Cell, TokenizerRun, canonical_json, file_safe, flags_to_argv
+from .cells import Cell, TokenizerCell, canonical_json, file_safe, flags_to_argv
 from .checks import UniqueKeyLoader, check_definition, expect, expect_flags, expect_list, expect_unique
 from .records import export_is_current, record_definition
 
@@ -217,7 +217,7 @@ class Study:
             if isinstance(entry, dict):
                 check_definition(self.resolved(entry), f"{source}: dataset {entry.get('name')!r}")
         expect_unique(self.dataset_names, f"{source}: datasets")
-        directories: dict[Path, Cell | TokenizerRun] = {}
+        directories: dict[Path, Cell | TokenizerCell] = {}
         for run in [*self.tokenizer_runs(Path("study")), *self.cells(Path("study"))]:
             other = directories.setdefault(run.output_dir, run)
             if other is not run:
@@ -316,7 +316,7 @@ class Study:
         return {"script": spec["script"], "flags": spec.get("flags", {}),
                 "dataset": self._dataset_definition(self.tokenizer_dataset(dataset, tokenizer))}
 
-    def tokenizer_runs(self, output_dir: Path) -> list[TokenizerRun]:
+    def tokenizer_runs(self, output_dir: Path) -> list[TokenizerCell]:
         """One run per tokenizer that a model uses and per dataset it trains on."""
         used = dict.fromkeys(filter(lambda t: t is not None, map(self.model_tokenizer, self.models.values())))
         runs = []
@@ -328,7 +328,7 @@ class Study:
                     spec.get("flags", {}) | self.dataset_flags(output_dir, dataset)
                     | {"output_dir": str(directory), "resume_from_checkpoint": "latest"}))
                 identity = canonical_json(self._tokenizer_identity(dataset, tokenizer))
-                runs.append(TokenizerRun(dataset, command, directory, identity, tokenizer))
+                runs.append(TokenizerCell(dataset, command, directory, identity, tokenizer))
         return runs
 
     def tokenizer_commands(self, output_dir: Path) -> list[tuple[str, ...]]:

@@ -1,7 +1,7 @@
 """compgen.training: the one training loop (:class:`Trainer`), the tasks that plug into it, and the study runner.
 
 A script builds a model, wraps it in a task (:class:`DDPMTask`, :class:`MaskGITTask`, :class:`DiTTask`,
-:class:`VQTask`) and runs it with :func:`compgen.training.script.prepare_run` / ``TrainingRun.train``; see
+:class:`VQTask`) and runs it with :func:`compgen.training.run_setup.prepare_run` / ``TrainingRun.train``; see
 ``examples/`` and ``ARCHITECTURE.md``.
 """
 

@@ -28,7 +28,7 @@ from ..models.concept_embedding import ConceptConditionedMixin
 from ..models.kl_tokenizer import build_kl_tokenizer
 from ..models.vq_tokenizer import build_vq_tokenizer
 from .kl_task import DEFAULT_KL_WEIGHT, KLTask
-from .script import TrainingRun
+from .run_setup import TrainingRun
 from .vq_task import VQTask
 
 logger = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """Command-line plumbing shared by the example training scripts: presets, data, probes, and the Trainer.
 
 The tokenizer-first workflow of token-space scripts (their tokenizer's flags, training and reuse) is in
-:mod:`compgen.training.tokenizer_first`.
+:mod:`compgen.training.token_model_setup`.
 
 Option defaults are layered, each layer overriding the one before:
 

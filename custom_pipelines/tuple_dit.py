@@ -5,7 +5,7 @@ Load a saved pipeline with plain diffusers::
     from diffusers import DiffusionPipeline
 
     pipe = DiffusionPipeline.from_pretrained(
-        "path/or/hub-id", custom_pipeline="path/to/pipelines/tuple_dit.py", trust_remote_code=True
+        "path/or/hub-id", custom_pipeline="path/to/custom_pipelines/tuple_dit.py", trust_remote_code=True
     )
     image = pipe("111").images[0]
 

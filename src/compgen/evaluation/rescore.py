@@ -1,0 +1,238 @@
+"""Score a trained pipeline (or one of its checkpoints) with compgen's evaluation, under chosen sampling options.
+
+    python -m compgen.evaluation.rescore RUN_DIR [--num_inference_steps 50] [--guidance_scale 1]
+        [--concept_values canonical|sampled] [--checkpoint checkpoint-2000 --weights online|ema]
+        [--images_per_class 50] [--seed 0] [--mixed_precision no|bf16] [--output FILE.json]
+
+``RUN_DIR`` is a training run's output directory: its pipeline (U-Net, MaskGIT or DiT), its learning-dynamics log (for
+the concept graph) and its checkpoints. The samples are scored as during training (one-object check, concept probes,
+pixel-statistics scorer) and the record is printed per level and class. What it answers:
+
+- Is a result the sampler's? More DDIM steps, or classifier-free guidance for a model trained with concept dropout.
+- Is it the test-time conditioning's? ``full`` models are conditioned at test time on each class's canonical values
+  (Paper A's protocol); ``--concept_values sampled`` draws each sample's values as the training data does, over the
+  class's whole colour and size range.
+- Is it the EMA's? ``--checkpoint NAME --weights online`` scores the raw weights of a checkpoint instead.
+- Is it the evaluation's? ``--num_inference_steps`` and ``--mixed_precision`` (the sampler under bf16 autocast) score
+  one checkpoint under the settings of two evaluations (``benchmarks/eval_agreement.py`` does it for every checkpoint).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_file
+
+from ..atomic_io import atomic_write_text
+from ..concepts import ConceptGraph
+from ..images import unit_to_uint8
+from .sampling_precision import sampling_precision
+
+PIPELINES = {
+    "TupleConditionedDDPMPipeline": ("compgen.pipelines.tuple_ddpm", "unet"),
+    "MaskGITPipeline": ("compgen.pipelines.maskgit", "transformer"),
+    "TupleConditionedDiTPipeline": ("compgen.pipelines.tuple_dit", "transformer"),
+}
+
+
+def load_run_pipeline(run_dir: str | Path):
+    """The pipeline a training run exported, whichever compgen model it is; returns (pipeline, denoiser name)."""
+    import importlib
+
+    index = Path(run_dir) / "model_index.json"
+    if not index.is_file():
+        raise ValueError(f"{run_dir} holds no exported pipeline (no model_index.json)")
+    from ..models.config_bounds import check_model_directory
+
+    check_model_directory(run_dir)  # a crafted config is refused before from_pretrained allocates anything
+    name = json.loads(index.read_text())["_class_name"]
+    if name not in PIPELINES:
+        raise ValueError(f"{run_dir}: unknown pipeline {name}; known: {sorted(PIPELINES)}")
+    module, denoiser = PIPELINES[name]
+    pipeline = getattr(importlib.import_module(module), name).from_pretrained(run_dir)
+    pipeline.set_progress_bar_config(disable=True)
+    return pipeline, denoiser
+
+
+def load_checkpoint_weights(pipeline, denoiser: str, checkpoint: Path, weights: str) -> None:
+    """Put a checkpoint's online (``model.safetensors``) or EMA (``ema.safetensors``) weights into the pipeline."""
+    path = checkpoint_weights_path(checkpoint, weights)
+    state = load_file(str(path))
+    if any(key.startswith("transformer.") for key in state):  # MaskGIT trains the transformer with its predictor
+        state = {key[len("transformer."):]: value for key, value in state.items() if key.startswith("transformer.")}
+    try:
+        getattr(pipeline, denoiser).load_state_dict(state)
+    except RuntimeError as error:
+        raise ValueError(f"{path} does not fit the exported {denoiser} (its config.json): {error}") from error
+
+
+def checkpoint_weights_path(checkpoint: Path, weights: str) -> Path:
+    """The file of a checkpoint's ``online`` or ``ema`` weights (``ValueError`` saying why it is missing)."""
+    if not checkpoint.is_dir():
+        found = sorted(p.name for p in checkpoint.parent.glob("checkpoint-*")) if checkpoint.parent.is_dir() else []
+        raise ValueError(f"{checkpoint}: no such checkpoint (the run has: {', '.join(found) or 'none'})")
+    path = checkpoint / ("model.safetensors" if weights == "online" else "ema.safetensors")
+    if not path.is_file():
+        reason = "the run was trained without EMA (--no_use_ema): use --weights online" if weights == "ema" else \
+            "the checkpoint is incomplete"
+        raise ValueError(f"{path} not found: {reason}")
+    return path
+
+
+def resolve_run(run_dir: str | Path, checkpoint: str | None = None, weights: str = "ema"
+                ) -> tuple[dict[str, Any], Path | None, int]:
+    """Check that ``run_dir`` is a scorable run (and ``checkpoint`` one of its checkpoints, with ``weights``) before
+    any work; returns its last evaluation record, the checkpoint directory (or ``None``) and the step it scores (the
+    checkpoint's, else the export's). Raises ``ValueError`` saying what is missing."""
+    from .tracker import read_log
+
+    run_dir = Path(run_dir)
+    if not (run_dir / "model_index.json").is_file():
+        raise ValueError(f"{run_dir} is not a trained run: it holds no exported pipeline (model_index.json)")
+    log = run_dir / "learning_dynamics.jsonl"
+    records = read_log(log) if log.is_file() else []
+    if not records:
+        raise ValueError(f"{run_dir} has no evaluation log ({log.name}), which names the concept graph to score "
+                         "against: was it trained with --no_eval?")
+    if checkpoint is None:
+        return records[-1], None, int(records[-1]["step"])
+    path = Path(checkpoint) if Path(checkpoint).is_dir() else run_dir / "checkpoints" / checkpoint
+    state = path / "trainer_state.json"
+    if not state.is_file():
+        found = sorted((p.name for p in (run_dir / "checkpoints").glob("checkpoint-*") if p.is_dir()),
+                       key=lambda name: int(name.rsplit("-", 1)[-1]) if name.rsplit("-", 1)[-1].isdigit() else -1)
+        raise ValueError(f"no checkpoint {checkpoint!r} in {run_dir / 'checkpoints'}; there: "
+                         f"{', '.join(found) or 'none (pruned or never written)'}")
+    checkpoint_weights_path(path, weights)
+    return records[-1], path, int(json.loads(state.read_text())["step"])
+
+
+def sampled_concept_values(graph: ConceptGraph, concepts: list[str], seed: int) -> torch.Tensor:
+    """Per-sample continuous values drawn as the training data draws them (the class's whole colour and size
+    range), in the ``full`` models' order (RGB, then size)."""
+    from ..shapes import PAPER_COLOR_JITTER, PAPER_SIZE_JITTER, RenderConfig, render_classes
+
+    batch = render_classes(graph.space, concepts, seed=seed,
+                           config=RenderConfig(color_jitter=PAPER_COLOR_JITTER, size_jitter=PAPER_SIZE_JITTER))
+    return torch.cat([torch.as_tensor(batch.rgb), torch.as_tensor(batch.size)[:, None]], dim=1)
+
+
+def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, guidance_scale: float = 1.0,
+                 concept_values: str = "canonical", checkpoint: str | None = None, weights: str = "ema",
+                 images_per_class: int = 50, seed: int = 0, batch_size: int = 400,
+                 mixed_precision: str | None = None, sample_dir: str | Path | None = None) -> dict[str, Any]:
+    """Score ``run_dir``'s pipeline as the training loop does; returns the evaluation record. ``None`` options take
+    the training evaluation's (its log's ``sampling``). ``sample_dir``: keep 8 samples per class there (as the loop's
+    ``samples/``), to look at."""
+    from diffusers import DDIMScheduler
+
+    from .probes import default_shapes_probes
+    from .tracker import LearningDynamicsTracker, graph_from_record
+
+    if weights == "online" and checkpoint is None:
+        raise ValueError("--weights online needs --checkpoint: an export holds only the weights it was saved with")
+    last_record, checkpoint_dir, step = resolve_run(run_dir, checkpoint, weights)
+    graph = graph_from_record(last_record)
+    if num_inference_steps is None:  # the training evaluation's sampler (logs before it was recorded: the pipeline's)
+        num_inference_steps = last_record.get("sampling", {}).get("num_inference_steps")
+    if mixed_precision is None:
+        mixed_precision = last_record.get("sampling", {}).get("mixed_precision", "no")
+    if mixed_precision not in ("no", "bf16"):
+        raise ValueError(f"re-scoring samples on the CPU in fp32 (no) or bf16; the training evaluation used "
+                         f"{mixed_precision!r}: pass --mixed_precision no or bf16")
+    pipeline, denoiser = load_run_pipeline(run_dir)
+    if checkpoint_dir is not None:
+        load_checkpoint_weights(pipeline, denoiser, checkpoint_dir, weights)
+    model = getattr(pipeline, denoiser).eval()
+    diffusion = denoiser == "unet" or type(pipeline).__name__ == "TupleConditionedDiTPipeline"
+    if diffusion:
+        pipeline.scheduler = DDIMScheduler.from_config(pipeline.scheduler.config)
+    if concept_values == "sampled" and model.config.conditioning != "full":
+        raise ValueError("--concept_values sampled needs a model trained with full conditioning")
+
+    def generate(concepts: list[str], generation_seed: int) -> np.ndarray:
+        generator = torch.Generator().manual_seed(generation_seed)
+        chunks = []
+        for start in range(0, len(concepts), batch_size):
+            names = concepts[start : start + batch_size]
+            kwargs: dict[str, Any] = {"generator": generator, "output_type": "np", "guidance_scale": guidance_scale}
+            if concept_values == "sampled":
+                kwargs["concept_values"] = sampled_concept_values(graph, names, generation_seed + start)
+            if num_inference_steps is not None:
+                kwargs["num_inference_steps"] = num_inference_steps
+            chunks.append(pipeline(names, **kwargs).images)
+        return unit_to_uint8(np.concatenate(chunks))
+
+    tracker = LearningDynamicsTracker(graph, default_shapes_probes(graph.space), num_images_per_class=images_per_class,
+                                      seed=seed, sample_dir=sample_dir, samples_per_class=8)
+    with sampling_precision(model, mixed_precision, model.device.type):
+        record = tracker.evaluate(generate, step=step)
+    record["evaluation_options"] = {"num_inference_steps": num_inference_steps, "guidance_scale": guidance_scale,
+                                    "concept_values": concept_values, "checkpoint": checkpoint,
+                                    "weights": weights if checkpoint else "exported",
+                                    "mixed_precision": mixed_precision}
+    return record
+
+
+def record_markdown(record: dict[str, Any]) -> str:
+    """Per class: probes and pixel-statistics accuracy, object rate, hybrids and pale objects, fidelity; then per
+    level."""
+    pixel, fidelity = record.get("pixel_accuracy", {}), record.get("fidelity", {})
+    failures = record.get("object_failures", {})
+    lines = ["| class | level | probes | pixel statistics | object rate | hybrids | pale | fidelity |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, value in record["accuracy"].items():
+        counts = failures.get(name, {})
+        lines.append(f"| {name} | {record['levels'][name]} | {value:.2f} | "
+                     f"{pixel.get(name, float('nan')):.2f} | {record['object_rate'][name]:.2f} | "
+                     f"{counts.get('hybrid', 0)} | {counts.get('pale', 0)} | {fidelity.get(name, float('nan')):.2f} |")
+    levels = ", ".join(f"L{k} {v:.2f}" for k, v in record["level_accuracy"].items())
+    pixel_levels = ", ".join(f"L{k} {v:.2f}" for k, v in record.get("pixel_level_accuracy", {}).items())
+    return "\n".join(lines) + f"\n\nprobes: {levels}; pixel statistics: {pixel_levels}\n"
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dir")
+    parser.add_argument("--num_inference_steps", type=int, default=None,
+                        help="default: the steps the training evaluation used (older logs: the pipeline's default)")
+    parser.add_argument("--guidance_scale", type=float, default=1.0)
+    parser.add_argument("--concept_values", choices=["canonical", "sampled"], default="canonical")
+    parser.add_argument("--checkpoint", default=None, help="a checkpoint name or directory (default: the export)")
+    parser.add_argument("--weights", choices=["ema", "online"], default="ema", help="with --checkpoint")
+    parser.add_argument("--images_per_class", type=int, default=50)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mixed_precision", choices=["no", "bf16"], default=None,
+                        help="the sampler's precision (default: the training evaluation's)")
+    parser.add_argument("--output", default=None, help="also write the record here (JSON)")
+    parser.add_argument("--sample_dir", default=None, help="also keep 8 samples per class here (npz), to look at")
+    args = parser.parse_args(argv)
+    if args.num_inference_steps is not None and args.num_inference_steps < 1:
+        parser.error("--num_inference_steps must be at least 1")
+    if args.images_per_class < 1:
+        parser.error("--images_per_class must be at least 1")
+    if args.weights == "online" and args.checkpoint is None:
+        parser.error("--weights online needs --checkpoint: an export holds only the weights it was saved with")
+    if args.output and not Path(args.output).resolve().parent.is_dir():
+        parser.error(f"--output {args.output}: no directory {Path(args.output).resolve().parent} to write it to")
+    try:
+        resolve_run(args.run_dir, args.checkpoint, args.weights)
+    except ValueError as error:
+        parser.error(str(error))
+    record = evaluate_run(args.run_dir, args.num_inference_steps, args.guidance_scale, args.concept_values,
+                          args.checkpoint, args.weights, args.images_per_class, args.seed,
+                          mixed_precision=args.mixed_precision, sample_dir=args.sample_dir)
+    print(record_markdown(record))
+    if args.output:
+        atomic_write_text(args.output, json.dumps(record, indent=1) + "\n")
+    return record
+
+
+if __name__ == "__main__":
+    main()

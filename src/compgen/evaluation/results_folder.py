@@ -1,0 +1,224 @@
+"""Results folders: the logs, numbers and figures behind every result the docs report, in one place per experiment.
+
+    python -m compgen.evaluation.results_folder LOG_OR_STUDY_DIR [...] --output results/NAME --machine "..." [--date D]
+
+writes ``results/NAME/logs/*.jsonl`` (the learning-dynamics logs), ``summary.json`` (per run: final, best and first
+step at 0.9 of every level by both scorers, whether a level rose then collapsed, the run's command when a study ran
+it, its wall-clock; per study arm: the study summary) and ``figures/`` (the studies' overlays; learning dynamics,
+emergence order and sample grids of the runs named with ``--figures``). The folder's ``README.md`` is written by
+hand: what was run and what it shows.
+:func:`unbacked_numbers` lists the numbers a README quotes that its ``summary.json`` does not hold, so a test can hold
+every results README to its data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+from collections.abc import Sequence
+from datetime import date as dates
+from pathlib import Path
+from typing import Any
+
+from ..atomic_io import atomic_write_text
+from .compare import SCORERS, rose_then_collapsed
+from .curves import first_step_at
+from .tracker import read_log
+
+
+def run_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per level and scorer: final, best (with its step) and first step at 0.9; whether the level rose then
+    collapsed (peak >= :data:`~compgen.evaluation.compare.COLLAPSE_PEAK`, final that far below); final per class."""
+    if not records:
+        raise ValueError("a run has no evaluation records")
+    levels = sorted(records[0]["level_accuracy"], key=int)
+    summary: dict[str, Any] = {"last_step": int(records[-1]["step"]), "levels": {}}
+    for level in levels:
+        entry = {}
+        for scorer, key in SCORERS.items():
+            if key not in records[0]:
+                continue
+            values = [float(record[key][level]) for record in records]
+            peak = max(range(len(values)), key=values.__getitem__)
+            first = first_step_at([int(r["step"]) for r in records], list(values), 0.9)
+            entry[scorer] = {"final": round(values[-1], 4), "best": round(values[peak], 4),
+                             "best_step": int(records[peak]["step"]), "first_step_0.9": first,
+                             "rose_then_collapsed": rose_then_collapsed(values[peak], values[-1])}
+        summary["levels"][level] = entry
+    last = records[-1]
+    summary["final_per_class"] = {
+        name: {"probes": round(float(value), 4), "pixel statistics": round(float(last.get("pixel_accuracy", {})
+                                                                                  .get(name, float("nan"))), 4),
+               "level": int(last["levels"][name])}
+        for name, value in last["accuracy"].items()}
+    if "fidelity" in last:  # the typicality check's verdicts and the colour-strength fidelity at the last evaluation
+        for name, entry in summary["final_per_class"].items():
+            failures = last.get("object_failures", {}).get(name, {})
+            entry.update(fidelity=last["fidelity"][name], fidelity_ks=last["fidelity_ks"][name],
+                         hybrid=int(failures.get("hybrid", 0)), pale=int(failures.get("pale", 0)))
+        summary["final_fidelity_level"] = dict(last["fidelity_level"])
+    summary["wall_clock_s"] = round(float(last.get("wall_clock_s", 0.0)), 1)
+    for key in ("scorer_version", "commit"):
+        if key in last:
+            summary[key] = last[key]
+    return summary
+
+
+def seed_statistics(final: Sequence[float], best: Sequence[float],
+                    first_steps: dict[str, Sequence[int | None]]) -> dict[str, Any]:
+    """An arm's numbers at one level by one scorer, from its seeds: mean and *sample* standard deviation (n - 1) of
+    the final and the best accuracy (rounded to 3 digits, as the docs print them), and each seed's first step at every
+    threshold (never averaged: a mean of steps is no evaluation step)."""
+    import numpy as np
+
+    stats: dict[str, Any] = {"seeds": len(final)}
+    for name, values in (("final", final), ("best", best)):
+        array = np.asarray(values, dtype=np.float64)
+        stats[name] = [round(float(v), 4) for v in array]
+        stats[f"{name}_mean"] = round(float(array.mean()), 3)
+        stats[f"{name}_sd"] = round(float(array.std(ddof=1)), 3) if len(array) > 1 else None
+    for threshold, steps in first_steps.items():
+        stats[f"first_step_{threshold}"] = list(steps)
+    return stats
+
+
+def arm_statistics(arms: dict[str, Sequence[str]], summary: dict[str, Any],
+                   thresholds: Sequence[float] = (0.5, 0.9)) -> dict[str, Any]:
+    """``{arm: {scorer: {level: seed_statistics}}}`` for arms given as lists of run names of ``summary["runs"]``."""
+    from .compare import summarize_arm
+
+    out: dict[str, Any] = {}
+    for arm, names in arms.items():
+        runs = [read_log(summary["_dir"] / summary["runs"][name]["log"]) for name in names]
+        out[arm] = {"runs": list(names)}
+        for scorer, key in SCORERS.items():
+            if key not in runs[0][0]:
+                continue
+            out[arm][scorer] = {
+                str(level): seed_statistics(entry.final, entry.best,
+                                            {str(t): entry.first_step[t] for t in thresholds})
+                for level, entry in summarize_arm(runs, thresholds, key).items()}
+    return out
+
+
+def collect_runs(sources: Sequence[str | Path]) -> dict[str, dict[str, Any]]:
+    """``{run name: {"log": path, "samples": dir or None, "command": str or None}}`` from learning-dynamics logs and
+    study directories (every cell of a study that logged, named after its cell directory)."""
+    runs: dict[str, dict[str, Any]] = {}
+    for source in map(Path, sources):
+        if source.is_dir() and (source / "summary.json").is_file():  # a study
+            study = json.loads((source / "summary.json").read_text())
+            for cell in study["cells"]:
+                directory = Path(cell["output_dir"])
+                if not directory.is_dir():  # a study directory copied from where it ran: its cells moved with it
+                    directory = source / "cells" / directory.name
+                log = directory / "learning_dynamics.jsonl"
+                if log.is_file():
+                    runs[directory.name] = {"log": log, "samples": directory / "samples",
+                                            "command": cell.get("command")}
+        elif source.is_file():
+            runs[source.name.removesuffix(".jsonl").removesuffix("_learning_dynamics")] = {
+                "log": source, "samples": None, "command": None}
+        else:
+            raise FileNotFoundError(f"{source} is neither a learning-dynamics log nor a study directory "
+                                    "(with summary.json)")
+    if not runs:
+        raise ValueError(f"no learning-dynamics logs in {[str(s) for s in sources]}")
+    return runs
+
+
+def write_results(sources: Sequence[str | Path], output: str | Path, machine: str, date: str | None = None,
+                  figures: Sequence[str] = (), arms: dict[str, Sequence[str]] | None = None) -> dict[str, Any]:
+    """Copy the logs of ``sources`` into ``output/logs``, write ``output/summary.json``, the studies' overlays and,
+    for the runs named in ``figures``, every plot of :func:`~compgen.evaluation.plots.plot_all`."""
+    from .plots import plot_all
+
+    output = Path(output)
+    runs = collect_runs(sources)
+    (output / "logs").mkdir(parents=True, exist_ok=True)
+    summary: dict[str, Any] = {"date": date or dates.today().isoformat(), "machine": machine, "runs": {}}
+    for name, run in runs.items():
+        target = output / "logs" / f"{name}.jsonl"
+        shutil.copyfile(run["log"], target)
+        records = read_log(target)
+        summary["runs"][name] = {"log": f"logs/{target.name}", "command": run["command"], **run_summary(records)}
+        if name in figures:
+            samples = run["samples"] if run["samples"] is not None and run["samples"].is_dir() else None
+            plot_all(target, output / "figures", samples_dir=samples, prefix=f"{name}_")
+    for source in map(Path, sources):
+        if source.is_dir() and (source / "summary.json").is_file():
+            study = json.loads((source / "summary.json").read_text())
+            # A study run in parts (e.g. on two machines) merges into one entry; the first part's overlays stay.
+            entry = summary.setdefault("studies", {}).setdefault(study["study"], {"steps": study["steps"], "arms": {}})
+            entry["arms"].update(study["arms"])
+            if (source / "plots").is_dir():
+                (output / "figures").mkdir(parents=True, exist_ok=True)
+                for overlay in (source / "plots").glob("overlay_*.png"):
+                    target = output / "figures" / f"{study['study']}_{overlay.name}"
+                    if not target.exists():
+                        shutil.copyfile(overlay, target)
+    if arms:
+        summary["arms"] = arm_statistics(arms, {**summary, "_dir": output})
+    atomic_write_text(output / "summary.json", json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
+_NUMBER = re.compile(r"(?<![\w.])(\d+\.\d+|\d{3,})(?![\w.])")
+
+
+def _numbers_in(value: Any, found: set[float]) -> None:
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, int | float):
+        found.add(float(value))
+    elif isinstance(value, str):
+        found.update(float(token) for token in _NUMBER.findall(value))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _numbers_in(key, found)
+            _numbers_in(item, found)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _numbers_in(item, found)
+
+
+def unbacked_numbers(readme: str, summary: dict[str, Any]) -> list[str]:
+    """Numbers in ``readme`` (decimals, and integers of three digits or more) that no value of ``summary`` gives at
+    the precision they are printed with (a mean of seeds must be in the summary as such, not recomputed by eye)."""
+    held: set[float] = set()
+    _numbers_in(summary, held)
+    missing = []
+    for token in _NUMBER.findall(readme):
+        decimals = len(token.split(".")[1]) if "." in token else 0
+        value = float(token)
+        if not any(abs(round(number, decimals) - value) < 10 ** -(decimals + 3) for number in held):
+            missing.append(token)
+    return missing
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sources", nargs="+", help="learning-dynamics logs (.jsonl) or study directories")
+    parser.add_argument("--output", required=True, help="the results folder, e.g. results/paper-a-reproduction")
+    parser.add_argument("--machine", required=True, help="what ran it, e.g. '2-core AMD EPYC (AVX2), CPU'")
+    parser.add_argument("--date", default=None, help="when it ran (default: today)")
+    parser.add_argument("--figures", nargs="*", default=[], help="runs that get every plot (dynamics, emergence "
+                        "order, samples); the studies' overlays are always copied")
+    parser.add_argument("--arm", nargs="+", action="append", default=[], metavar=("NAME", "RUN"),
+                        help="an arm and its runs (one per seed): mean, sample standard deviation and each seed's "
+                        "first steps per level and scorer go into summary.json under 'arms'")
+    args = parser.parse_args(argv)
+    arms = {arm[0]: arm[1:] for arm in args.arm}
+    unknown = sorted((set(args.figures) | {run for runs in arms.values() for run in runs})
+                     - set(collect_runs(args.sources)))
+    if unknown:
+        parser.error(f"--figures or --arm names runs that are not among the sources: {unknown}")
+    summary = write_results(args.sources, args.output, args.machine, args.date, figures=args.figures, arms=arms)
+    print(f"{len(summary['runs'])} runs -> {args.output}")
+    return summary
+
+
+if __name__ == "__main__":
+    main()
