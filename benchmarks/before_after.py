@@ -21,6 +21,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from compgen.cli import ArgumentParser
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -44,11 +46,11 @@ def run(source: Path | None, arguments: list[str], output: Path) -> list[dict[st
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     argv = list(sys.argv[1:] if argv is None else argv)
     split = argv.index("--") if "--" in argv else len(argv)
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rev", required=True, help="the earlier revision (a commit, tag or branch)")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--after-args", dest="after_args", default="",
-                        help="more run_benchmarks.py options for the after runs only (e.g. --channels-last; with "
+    parser.add_argument("--after_args", dest="after_args", default="",
+                        help="more run_benchmarks.py options for the after runs only (e.g. --channels_last; with "
                              "--rev HEAD this compares one option on the same code)")
     parser.add_argument("--output", default=None)
     args = parser.parse_args(argv[:split])

@@ -3,12 +3,11 @@
 
 ``max_filter3`` runs inside every round of the connected-component labelling, so it bounds how fast every evaluation
 scores its samples. Prints milliseconds (median of ``--repeats``) and the speed-up.
-Run: ``python benchmarks/bench_objects.py [--batch-size 400] [--repeats 7]``.
+Run: ``python benchmarks/bench_objects.py [--batch_size 400] [--repeats 7]``.
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 from collections.abc import Callable
@@ -16,6 +15,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from compgen.cli import ArgumentParser
 from compgen.concepts import shapes_space
 from compgen.evaluation.objects import check_objects, max_filter3
 from compgen.shapes import RenderConfig, render_classes
@@ -33,8 +33,8 @@ def milliseconds(function: Callable[[], object], repeats: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch-size", type=int, default=400, help="images (an evaluation scores 8 x 50)")
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch_size", type=int, default=400, help="images (an evaluation scores 8 x 50)")
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
     torch.set_num_threads(1)

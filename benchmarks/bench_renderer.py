@@ -2,7 +2,7 @@
 
 Prints images/s for a batch of every class of Paper A's cube at 28x28, for each render style (flat polygons, and the
 shaded solids of the default data, ray-cast at 4 x 4 points per pixel).
-Run: ``python benchmarks/bench_renderer.py [--batch-size 10000] [--repeats 7] [--image-size 28] [--style shaded]``.
+Run: ``python benchmarks/bench_renderer.py [--batch_size 10000] [--repeats 7] [--image_size 28] [--style shaded]``.
 """
 
 from __future__ import annotations
@@ -13,21 +13,21 @@ import os
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS"):
     os.environ[_var] = "1"
 
-import argparse  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from compgen.cli import ArgumentParser  # noqa: E402
 from compgen.concepts import shapes_space  # noqa: E402
 from compgen.shapes import RenderConfig, render_classes  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch-size", type=int, default=10_000)
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch_size", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--image-size", type=int, default=28)
+    parser.add_argument("--image_size", type=int, default=28)
     parser.add_argument("--background", action="store_true", help="use the 4-variable space with background")
     parser.add_argument("--style", choices=["flat", "shaded", "both"], default="both")
     args = parser.parse_args()

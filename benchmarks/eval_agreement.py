@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from compgen.atomic_io import atomic_write_text
+from compgen.cli import ArgumentParser
 from compgen.evaluation.rescore import evaluate_run
 from compgen.training.checkpoint import list_checkpoints
 
@@ -64,7 +65,7 @@ def compare(reference: dict[str, Any], candidate: dict[str, Any]) -> dict[str, A
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir")
     parser.add_argument("--settings", nargs="+", type=parse_setting, default=[(20, "no"), (10, "bf16")],
                         help="STEPS,PRECISION pairs; the first is the reference")

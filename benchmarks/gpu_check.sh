@@ -57,7 +57,7 @@ run() {  # run NAME LIMIT_S COMMAND...: one job, stopped at its limit (what it l
     echo "$name rc=$rc wall_s=$(( $(date +%s) - t0 )) limit_s=$limit" | tee -a "$OUT/jobs.txt"
 }
 speed_jobs() {  # 2. Speed: each job under its own limit, 300 s in all
-    local bench=(python benchmarks/run_benchmarks.py --device cuda --repeats 3 ${PEER:+--peer-dir "$PEER"})
+    local bench=(python benchmarks/run_benchmarks.py --device cuda --repeats 3 ${PEER:+--peer_dir "$PEER"})
     # The suite without compilation: throughput, share of the roofline (TF32 convolutions), kernels per step, syncs.
     run speed-suite-eager 80 "${bench[@]}" --only unet unet-paper transformer-paper sample \
         --output "$OUT/speed-suite-eager.json"
@@ -67,7 +67,7 @@ speed_jobs() {  # 2. Speed: each job under its own limit, 300 s in all
         'MaskGIT decoding' 'DDIM 50 steps, compgen U-Net \(64, 128\)(, paper layout)?$' \
         'U-Net \(64, 128\), paper layout, compiled' --output "$OUT/speed-suite-compiled.json"
     # channels_last for the paper-layout U-Net step (off in compgen until a GPU shows a gain).
-    run speed-channels-last 30 "${bench[@]}" --only unet-paper --channels-last --skip diffusers official '512\)$' \
+    run speed-channels-last 30 "${bench[@]}" --only unet-paper --channels_last --skip diffusers official '512\)$' \
         --output "$OUT/speed-channels-last.json"
     # The paper U-Net preset (Paper A's exact layout), compiled with CUDA graphs, one evaluation at the end.
     run speed-paper-unet $(( $(left) - 5 )) python examples/train_tuple_unet.py --preset paper --seed 0 \

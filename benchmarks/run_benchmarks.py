@@ -1,7 +1,7 @@
 """compgen's speed beside its peers, in one run: training and sampling throughput, FLOP/s, evaluation cost.
 
-    python benchmarks/run_benchmarks.py [--device cpu|cuda] [--threads 1] [--peer-dir PATH] [--only unet ...]
-                                        [--output benchmarks/results/cpu.json] [--time-to-emergence]
+    python benchmarks/run_benchmarks.py [--device cpu|cuda] [--threads 1] [--peer_dir PATH] [--only unet ...]
+                                        [--output benchmarks/results/cpu.json] [--time_to_emergence]
 
 Every figure is the median of ``--repeats`` timed repeats (with min and max), measured in this process, one after
 another, so compgen and its peers see the same machine:
@@ -9,7 +9,7 @@ another, so compgen and its peers see the same machine:
 - **train**: images per second of one training step (forward, backward, AdamW) of compgen's tasks as the training loop
   runs them (the U-Net at the cpu-quick and paper widths, MaskGIT and MaskGIT + JEPA, the VQ tokenizer, the DiT), and
   of the peers: Paper A's official ``ContextUnet`` (imported from a local checkout of phys-ai/concept_graphs given by
-  ``--peer-dir``; none of its code is in compgen), diffusers' ``UNet2DModel`` and ``torch.nn.TransformerEncoder``;
+  ``--peer_dir``; none of its code is in compgen), diffusers' ``UNet2DModel`` and ``torch.nn.TransformerEncoder``;
 - **flops**: each step's FLOPs (``torch.utils.flop_counter``) times steps per second, as a fraction of the matmul peak
   measured in the same run in the precision the step's convolutions and matmuls run in (TF32 for CUDA convolutions
   by default, and for CUDA matmuls when ``torch.backends.cuda.matmul.allow_tf32`` is on);
@@ -17,7 +17,7 @@ another, so compgen and its peers see the same machine:
 - **sample**: images per second of DDPM sampling (DDIM, 50 steps) and MaskGIT decoding (12 steps);
 - **eval**: one learning-dynamics evaluation of the cpu-quick U-Net preset as a fraction of the training time between
   two evaluations;
-- **time to emergence** (``--time-to-emergence``, minutes): wall-clock of the cpu-quick U-Net preset until every level
+- **time to emergence** (``--time_to_emergence``, minutes): wall-clock of the cpu-quick U-Net preset until every level
   reaches 0.9 by both scorers.
 
 Results go to ``--output`` (JSON) and a markdown table beside it; ``docs/performance.md`` collects them. Each family
@@ -54,24 +54,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tf32", action="store_true",
                         help="TF32 matmuls on CUDA (torch.backends.cuda.matmul.allow_tf32; convolutions use TF32 "
                              "there by default)")
-    parser.add_argument("--peer-dir", "--peer_dir", dest="peer_dir", default=None,
+    parser.add_argument("--peer_dir", "--peer-dir", dest="peer_dir", default=None,
                         help="a checkout of phys-ai/concept_graphs (for the official ContextUnet)")
     parser.add_argument("--compile", nargs="?", const="default", default=None, metavar="MODE",
                         help="also time compgen's steps and sampling under torch.compile (default, reduce-overhead, "
                              "max-autotune)")
-    parser.add_argument("--kernels-only", "--kernels_only", dest="kernels_only", action="store_true",
+    parser.add_argument("--kernels_only", "--kernels-only", dest="kernels_only", action="store_true",
                         help="only count each training step's kernels and host syncs (no timing)")
-    parser.add_argument("--channels-last", "--channels_last", dest="channels_last", action="store_true",
+    parser.add_argument("--channels_last", "--channels-last", dest="channels_last", action="store_true",
                         help="compgen's convolutional models and images in channels-last memory order")
     parser.add_argument("--adamw", choices=list(ADAMW_CHOICES), default="compgen",
                         help="AdamW implementation of compgen's steps (compgen: the training loop's choice)")
-    parser.add_argument("--sample-batch", "--sample_batch", dest="sample_batch", type=int, default=None,
+    parser.add_argument("--sample_batch", "--sample-batch", dest="sample_batch", type=int, default=None,
                         help="images per U-Net sampling call (default 64 on a CPU, 512 on a GPU)")
     parser.add_argument("--skip", nargs="+", default=[],
                         help="leave out the rows whose names match these regular expressions")
     parser.add_argument("--only", nargs="+", default=None, choices=FAMILIES)
     parser.add_argument("--output", default=None, help="JSON path (a .md table is written beside it)")
-    parser.add_argument("--time-to-emergence", action="store_true",
+    parser.add_argument("--time_to_emergence", "--time-to-emergence", dest="time_to_emergence", action="store_true",
                         help="also train the cpu-quick U-Net preset until every level reaches 0.9 (minutes)")
     return parser.parse_args(argv)
 

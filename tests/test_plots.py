@@ -115,7 +115,7 @@ def test_cli_writes_every_plot_with_its_data(tmp_path, saved):
     for step in (0, 10):
         np.savez(samples / f"samples_step{step:08d}.npz", images=np.zeros((8, 28, 28, 3), np.uint8),
                  classes=np.array([GRAPH.format(c) for c in GRAPH.nodes]), step=step)
-    main([str(tmp_path / "log.jsonl"), "--output-dir", str(tmp_path / "plots"), "--samples-dir", str(samples),
+    main([str(tmp_path / "log.jsonl"), "--output_dir", str(tmp_path / "plots"), "--samples_dir", str(samples),
           "--smoothing", "2"])
     names = sorted(p.name for p in (tmp_path / "plots").iterdir())
     pngs = [

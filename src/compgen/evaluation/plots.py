@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ..atomic_io import atomic_write_bytes  # noqa: E402
+from ..cli import ArgumentParser  # noqa: E402
 from ..concepts import ConceptGraph  # noqa: E402
 from .figure_style import LEVEL_COLORS, level_color, save_figure, subplots  # noqa: E402
 from .tracker import graph_from_record, read_log  # noqa: E402
@@ -262,10 +262,10 @@ def plot_all(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Turn a learning-dynamics JSONL log into PNG plots.")
+    parser = ArgumentParser(description="Turn a learning-dynamics JSONL log into PNG plots.")
     parser.add_argument("log", help="JSONL log written by LearningDynamicsTracker")
-    parser.add_argument("--output-dir", required=True)
-    parser.add_argument("--samples-dir", default=None, help="directory of samples_step*.npz from the tracker")
+    parser.add_argument("--output_dir", required=True)
+    parser.add_argument("--samples_dir", default=None, help="directory of samples_step*.npz from the tracker")
     parser.add_argument("--smoothing", type=int, default=1, help="moving-average window in evaluations")
     parser.add_argument("--prefix", default="", help="prefix of the written file names")
     args = parser.parse_args(argv)
