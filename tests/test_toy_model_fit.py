@@ -58,3 +58,16 @@ def test_the_command_writes_the_fit_and_refuses_what_is_no_log(tmp_path):
         main([str(tmp_path / "missing.jsonl"), "--output", str(tmp_path / "out")])
     with pytest.raises(ValueError, match="per-concept"):
         toy_model_fit([{"step": 1, "levels": LEVELS, "concept_space": SPACE, "accuracy": {}}])
+
+
+def test_the_prediction_is_also_held_against_the_pixel_scorer_where_the_log_has_it():
+    """The rates come from the probes' concept curves; the predicted level curve is compared with both scorers'
+    measured accuracy, so a pixel scorer that disagrees shows as its own error."""
+    records = simulated_records({name: dict.fromkeys(SPACE, 0.01) for name in LEVELS})
+    assert "rmse_pixel" not in toy_model_fit(records)["levels"]["2"]
+    for record in records:
+        record["pixel_accuracy"] = dict(record["accuracy"]) | {"111": 0.0}
+    level = toy_model_fit(records)["levels"]["2"]
+    assert level["rmse"] < 0.01 and level["measured_pixel"] == [0.0] * len(records)
+    assert level["rmse_pixel"] == pytest.approx(np.sqrt(np.mean(np.square(level["predicted"]))), abs=1e-3)
+    assert level["final_error_pixel"] == pytest.approx(level["predicted"][-1], abs=1e-4)

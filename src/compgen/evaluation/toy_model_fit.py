@@ -28,7 +28,9 @@ from .tracker import read_log
 
 def toy_model_fit(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Fitted rates per class and concept, and per level the measured and predicted multiplicative accuracy at each
-    logged step with the root-mean-square error between them (``rmse``) and at the last step (``final_error``)."""
+    logged step with the root-mean-square error between them (``rmse``) and at the last step (``final_error``); where
+    the log holds the pixel scorer's accuracy, the same against it (``measured_pixel``, ``rmse_pixel``,
+    ``final_error_pixel``). The rates are fitted to the probes' per-concept curves (the pixel scorer logs none)."""
     if not records:
         raise ValueError("need at least one evaluation record")
     if any("concept_accuracy" not in r for r in records):
@@ -52,6 +54,12 @@ def toy_model_fit(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "predicted": [round(float(v), 4) for v in model],
             "rmse": round(float(np.sqrt(np.mean((model - measured) ** 2))), 4),
             "final_error": round(float(model[-1] - measured[-1]), 4)}
+        if all("pixel_accuracy" in r for r in records):  # the same prediction against the independent scorer
+            pixel = np.mean([[r["pixel_accuracy"][name] for r in records] for name in members], axis=0)
+            by_level[str(level)].update(
+                measured_pixel=[round(float(v), 4) for v in pixel],
+                rmse_pixel=round(float(np.sqrt(np.mean((model - pixel) ** 2))), 4),
+                final_error_pixel=round(float(model[-1] - pixel[-1]), 4))
         if all("object_rate" in r for r in records):  # a sample without one valid object is wrong on every concept
             by_level[str(level)]["object_rate"] = [
                 round(float(np.mean([r["object_rate"][name] for name in members])), 4) for r in records]
@@ -61,15 +69,20 @@ def toy_model_fit(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def plot_toy_model_fit(fit: dict[str, Any], path: str | os.PathLike, title: str | None = None) -> None:
-    """Measured (solid) against predicted (dashed) multiplicative accuracy per level, the error in the legend."""
+    """Measured (solid: probes, dotted: pixel scorer) against predicted (dashed) multiplicative accuracy per level,
+    the errors in the legend."""
     from .figure_style import level_color, save_figure, subplots
 
     fig, ax = subplots(figsize=(6, 4))
     for level, row in fit["levels"].items():
         color = level_color(int(level))
         ax.plot(fit["steps"], row["measured"], color=color, linewidth=1.8, label=f"level {level} measured")
+        if "measured_pixel" in row:
+            ax.plot(fit["steps"], row["measured_pixel"], color=color, linestyle=":", linewidth=1.4,
+                    label=f"level {level} measured, pixel scorer")
+        pixel = f", pixel {row['rmse_pixel']:.3f}" if "rmse_pixel" in row else ""
         ax.plot(fit["steps"], row["predicted"], color=color, linestyle="--", linewidth=1.4,
-                label=f"level {level} toy model (RMSE {row['rmse']:.3f})")
+                label=f"level {level} toy model (RMSE probes {row['rmse']:.3f}{pixel})")
     ax.set(xlabel="step", ylabel="multiplicative accuracy", ylim=(-0.02, 1.02),
            title=title or "toy model (product of fitted concept curves) vs measured")
     ax.legend(frameon=False, fontsize=7)
