@@ -49,7 +49,7 @@ def test_load_dataset_on_the_export_returns_the_same_rows(built, exported, tmp_p
         for split in original:
             assert loaded[split].features == original[split].features
             assert _comparable(loaded[split]) == _comparable(original[split])
-    # The acceptance check, on the exported copy.
+    # What a user runs first: load_dataset on the exported copy.
     default = datasets.load_dataset(str(exported), cache_dir=str(tmp_path))  # the first config is the default
     assert len(default["train"]) == 5000 and set(default["train"]["concepts"]) == {"000", "001", "010", "100"}
     levels = dict(zip(default["test"]["concepts"], default["test"]["level"], strict=True))
