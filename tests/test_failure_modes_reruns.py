@@ -1,8 +1,8 @@
 """Nothing lost, nothing silently wrong when a run is rerun, resumed longer or re-scored, and every late or unclear
 error turned into a clear one before any work (argparse's exit status 2, nothing built).
 
-Each test reproduces one failure case (docs/failure_modes.md) on tiny settings (see ``test_failure_modes.py`` for the single-run
-cases and the helpers used here).
+Each test reproduces one failure case (docs/failure_modes.md) on tiny settings (see ``test_failure_modes.py`` for the
+single-run cases and the helpers used here).
 """
 
 import json
