@@ -64,7 +64,7 @@ def plot(name: str, sweep: dict, path: Path) -> None:
         for scorer, style in zip(SCORERS, ("-", "--"), strict=True):
             row = by_scorer[scorer]
             ax.plot(x, row["mean"], style, marker="o", color=level_color(int(level)),
-                    label=f"level {level}, {scorer} (mean of seeds)")
+                    label=f"level {level}, {scorer}")
             for xi, per_seed in zip(x, row["final"], strict=True):  # each seed's final accuracy, faint
                 ax.scatter([xi] * len(per_seed), per_seed, s=8, color=level_color(int(level)), alpha=0.35,
                            marker="o" if scorer == "probes" else "x")
@@ -73,7 +73,8 @@ def plot(name: str, sweep: dict, path: Path) -> None:
     ax.set_xscale("log")
     ax.set_xticks(x, [str(n) for n in sweep["n"]])
     ax.set(xlabel=f"images of class {sweep['class']} (others: 1250)", ylabel="final multiplicative accuracy",
-           ylim=(-0.02, 1.02), title=f"critical frequency, {name} (dotted: critical N by the probes; points: seeds)")
+           ylim=(-0.02, 1.02),
+           title=f"critical frequency, {name}\n(lines: mean; points: seeds; dotted: critical N, probes)")
     ax.legend(frameon=False, fontsize=7)
     save_figure(fig, path)
 
