@@ -33,7 +33,7 @@ PROCESS_WORDS = re.compile(
     ]),
     re.IGNORECASE,
 )
-# Where "session" is the software's and not a development session: masked before PROCESS_WORDS is searched.
+# The technical uses of the word (pytest, a shell, a login) masked before PROCESS_WORDS is searched.
 TECHNICAL = re.compile(
     r"\b(?:pytest|test|ssh|tmux|screen|shell|interactive|login|python|notebook|jupyter|http|browser) sessions?\b"
     r"|\bsession[- ]scoped?\b|scope=[\"']session[\"']|\bSession\(",

@@ -152,3 +152,13 @@ def test_the_concept_dropout_mask_is_drawn_in_one_place_from_the_steps_generator
     torch.testing.assert_close(losses[0], losses[1], rtol=0, atol=0)
     masks = [task.training_conditioning(unet, batch, torch.Generator().manual_seed(s))["drop_mask"] for s in (1, 1, 2)]
     assert masks[0].dtype == torch.bool and torch.equal(masks[0], masks[1]) and not torch.equal(masks[0], masks[2])
+
+
+def test_a_token_transformer_names_its_refused_width_options_before_any_arithmetic_on_them():
+    """``--num_heads 0`` is refused by name (not a ZeroDivisionError from the divisibility check)."""
+    from compgen import MaskGITTransformer
+
+    with pytest.raises(ValueError, match="num_heads must be at least 1, got 0"):
+        MaskGITTransformer.check_options(hidden_size=32, num_heads=0, num_layers=2)
+    with pytest.raises(ValueError, match="hidden_size 30 must be divisible by num_heads 4"):
+        MaskGITTransformer.check_options(hidden_size=30, num_heads=4)

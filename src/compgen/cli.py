@@ -7,6 +7,8 @@ It sits above the library: it may import data builders, but nothing in ``compgen
 from __future__ import annotations
 
 import argparse
+import sys
+import warnings
 from typing import Any
 
 from .data.loading import CELEBA_SOURCE
@@ -21,9 +23,6 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def parse_known_args(self, args: list[str] | None = None, namespace: argparse.Namespace | None = None
                          ) -> tuple[argparse.Namespace, list[str]]:
-        import sys
-        import warnings
-
         known = {option for action in self._actions for option in action.option_strings}
         rewritten = []
         for token in sys.argv[1:] if args is None else list(args):

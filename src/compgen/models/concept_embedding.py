@@ -285,12 +285,12 @@ class ConceptConditionedMixin:
         its override."""
         if "concept_dropout" in options:
             check_concept_dropout(options["concept_dropout"])
-        if "hidden_size" in options and options["hidden_size"] % options.get("num_heads", 1):
-            raise ValueError(f"hidden_size {options['hidden_size']} must be divisible by num_heads "
-                             f"{options['num_heads']}")
         for name in ("hidden_size", "num_heads", "num_layers"):
             if name in options and options[name] < 1:
                 raise ValueError(f"{name} must be at least 1, got {options[name]}")
+        if "hidden_size" in options and options["hidden_size"] % options.get("num_heads", 1):
+            raise ValueError(f"hidden_size {options['hidden_size']} must be divisible by num_heads "
+                             f"{options['num_heads']}")
         if "position_embedding_std" in options and not options["position_embedding_std"] > 0:
             raise ValueError(f"position_embedding_std must be positive, got {options['position_embedding_std']}")
 

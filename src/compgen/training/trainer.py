@@ -19,7 +19,6 @@ seeded batches in :mod:`~compgen.training.task`, the output directory, its check
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import json
@@ -113,23 +112,21 @@ class Trainer:
 
     def make_accelerator(self) -> Accelerator:
         """The Accelerator for this run (see :func:`multi_cpu_launch` for ``torchrun`` on CPUs)."""
-        config = self.config
         return Accelerator(
             cpu=multi_cpu_launch(),
-            mixed_precision=config.mixed_precision,  # resolved once, in __init__
-            dynamo_plugin=dynamo_plugin(config.torch_compile),
-            gradient_accumulation_steps=config.gradient_accumulation_steps,
-            log_with=config.trackers or None,
+            mixed_precision=self.config.mixed_precision,  # resolved once, in __init__
+            dynamo_plugin=dynamo_plugin(self.config.torch_compile),
+            gradient_accumulation_steps=self.config.gradient_accumulation_steps,
+            log_with=self.config.trackers or None,
             project_config=ProjectConfiguration(project_dir=str(self.output_dir)),
         )
 
     def prepare(self, accelerator: Accelerator) -> TrainState:
         """Optimizer, LR schedule, device placement (model, task, data), EMA, and the resumed state if asked."""
         config = self.config
-        if self.start is not None and self.start.replaced:  # the main process's (see train)
-            logger.warning("--overwrite_output_dir: removing the previous run's files in %s", self.output_dir)
-            for path in self.start.replaced:
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
+        for path in self.start.replaced if self.start else []:  # the main process's (see train)
+            logger.warning("--overwrite_output_dir: removing %s, the previous run's", path)
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
         accelerator.wait_for_everyone()
         # The model goes to its device (and into DDP) before the optimizer sees its parameters.
         model = accelerator.prepare(self.task.model)
@@ -318,18 +315,21 @@ class Trainer:
         return bool(broadcast_object_list(held)[0]) if accelerator.num_processes > 1 else held[0]
 
     def train(self) -> list[dict[str, Any]]:
-        """Train to ``max_train_steps`` (resuming if asked), export, write the model card; returns the eval log. The
-        main process holds ``output_dir``'s claim (:meth:`RunDirectory.start`) until it is done."""
-        given = self.start  # prepare_run claimed and checked the directory; a Trainer used alone does so here
+        """Train to ``max_train_steps`` (resuming if asked), export, write the model card; returns the eval log."""
+        own = self.start is None  # prepare_run claimed and checked the directory; a Trainer used alone does so here
         with self._phase("setup (placement, optimizer, resume)"):
             accelerator = self.make_accelerator()
-        if given is None:
+        if own:
             self.config.check_environment()
             check_batch_fits(len(self.train_data), self.config.train_batch_size, accelerator.num_processes)
             self.start = self.run_directory.start(self.config, accelerator.num_processes) \
                 if accelerator.is_main_process else None
-        with self.start.claim if given is None and self.start else contextlib.nullcontext():  # a claim of its own
+        try:
             return self._train(accelerator)
+        finally:
+            if own and self.start is not None:  # its own claim, given back; a later train() claims anew
+                self.start.claim.release()
+                self.start = None
 
     def _phase(self, name: str):
         return self.profile.phase(self.phase_prefix + name)
