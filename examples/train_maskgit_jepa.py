@@ -47,6 +47,12 @@ PRESETS = {
 # The quick start's job (``make quickstart``): cpu-quick cut to 1000 steps, where level 0 passes 0.9 by both scorers;
 # tokenizer included, it fits 15 minutes on one CPU core (results/paper-b-tokenizers/README.md).
 PRESETS["quickstart"] = PRESETS["cpu-quick"] | dict(max_train_steps=1000, eval_steps=250, checkpointing_steps=500)
+# Paper B's question at CPU scale (studies/paper_b_jepa.yaml): its JEPA effect appears after 10^4 steps, so cpu-quick's
+# model trains 2x10^4 steps at the paper preset's constant learning rate after warm-up (no cosine to 0 that freezes it),
+# evaluated on a log-spaced ladder of steps, with the attention kernel that trains fastest in bf16 on a CPU.
+PRESETS["cpu-long"] = PRESETS["cpu-quick"] | dict(learning_rate=3e-4, lr_scheduler="constant_with_warmup",
+                                                  lr_warmup_steps=1000, max_train_steps=20000, eval_schedule="log",
+                                                  checkpointing_steps=1000, attention_kernel="math")
 
 
 def main(argv: list[str] | None = None) -> None:

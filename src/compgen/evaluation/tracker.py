@@ -274,6 +274,12 @@ def flat_scalars(record: dict[str, Any], prefix: str = "eval") -> dict[str, floa
     return scalars
 
 
+def append_training_log(path: str | os.PathLike, step: int, scalars: dict[str, float]) -> None:
+    """Append one line of training scalars (``{"step": step, **scalars}``) to a run's ``training_log.jsonl``."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"step": step, **scalars}) + "\n")
+
+
 def read_log(path: str | os.PathLike) -> list[dict[str, Any]]:
     """Records of a tracker JSONL log, in file order (a truncated last line from a killed run is skipped)."""
     records = []

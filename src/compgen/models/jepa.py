@@ -78,7 +78,16 @@ class JEPAPredictor(nn.Module):
 def jepa_loss(
     predictions: dict[int, torch.Tensor], target_hidden_states: Sequence[torch.Tensor], mask: torch.BoolTensor
 ) -> torch.Tensor:
-    """Mean over layers of the MSE between predictions and layer-normalized targets on the masked positions.
+    """Mean over layers of the MSE between predictions and layer-normalized targets on the masked positions
+    (:func:`jepa_layer_losses`, averaged)."""
+    return jepa_layer_losses(predictions, target_hidden_states, mask).mean()
+
+
+def jepa_layer_losses(
+    predictions: dict[int, torch.Tensor], target_hidden_states: Sequence[torch.Tensor], mask: torch.BoolTensor
+) -> torch.Tensor:
+    """The MSE between predictions and layer-normalized targets on the masked positions, one per layer of
+    ``predictions`` (in its order): a ``(layers,)`` tensor.
 
     ``mask`` is ``(B, L)``, ``True`` where the context branch saw a mask token (at least one per batch:
     training masks always mask a token). The targets are detached here (stop-gradient), so the loss never reaches
@@ -89,10 +98,25 @@ def jepa_loss(
     count = weights.sum().clamp(min=1.0)
     # Every layer at once (one kernel per operation, not one per layer and operation): (layers, B, L, hidden).
     prediction = torch.stack(list(predictions.values())).float()
-    target = torch.stack([target_hidden_states[layer] for layer in predictions]).detach().float()
-    target = F.layer_norm(target, target.shape[-1:])
+    target = normalized_targets(target_hidden_states, list(predictions))
     squared = (prediction - target).pow(2).mean(dim=-1)
-    return ((squared * weights).sum(dim=(1, 2)) / count).mean()
+    return (squared * weights).sum(dim=(1, 2)) / count
+
+
+def normalized_targets(target_hidden_states: Sequence[torch.Tensor], layers: Sequence[int]) -> torch.Tensor:
+    """The JEPA targets of ``layers``: the target encoder's hidden states, detached and layer-normalized (no affine),
+    stacked as ``(layers, B, L, hidden)`` in fp32."""
+    target = torch.stack([target_hidden_states[layer] for layer in layers]).detach().float()
+    return F.layer_norm(target, target.shape[-1:])
+
+
+@torch.no_grad()
+def target_spread(targets: torch.Tensor) -> torch.Tensor:
+    """The collapse check of the JEPA targets ``(layers, B, L, hidden)``: per layer, the standard deviation of each
+    feature over every token of the batch, averaged over features, a ``(layers,)`` tensor. Layer-normalized targets of
+    tokens that differ give about 1; a target encoder that maps every token to the same vector (collapse, which the
+    normalization alone would hide) gives 0."""
+    return targets.flatten(1, 2).std(dim=1).mean(dim=-1)
 
 
 class MaskGITWithPredictor(nn.Module):

@@ -54,6 +54,25 @@ def dynamo_plugin(value: bool | str | None) -> TorchDynamoPlugin:
     return TorchDynamoPlugin(backend="inductor" if mode else "no", mode=mode)
 
 
+ATTENTION_KERNELS = ("auto", "math", "flash", "efficient", "cudnn")
+"""``--attention_kernel`` values: PyTorch's own pick, or one ``scaled_dot_product_attention`` backend."""
+
+
+def attention_kernel(name: str):
+    """A context in which ``scaled_dot_product_attention`` uses the kernel ``name`` of :data:`ATTENTION_KERNELS`
+    (``auto``: no constraint). On a CPU with AMX the fused ("flash") kernel's bf16 backward was the slowest part of a
+    MaskGIT step; the ``math`` kernel runs its matrix products on AMX instead."""
+    import contextlib
+
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    if name == "auto":
+        return contextlib.nullcontext()
+    backend = {"math": SDPBackend.MATH, "flash": SDPBackend.FLASH_ATTENTION,
+               "efficient": SDPBackend.EFFICIENT_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}[name]
+    return sdpa_kernel(backend)
+
+
 def fused_optimizer_supported(device: torch.device | str) -> bool:
     """Whether PyTorch has a fused (one multi-tensor kernel) AdamW on ``device``: CUDA, and CPUs since torch 2.4."""
     from torch.utils._foreach_utils import _get_fused_kernels_supported_devices

@@ -17,13 +17,13 @@ from typing import Any
 
 import torch
 
-from .acceleration import parse_compile_mode
+from .acceleration import ATTENTION_KERNELS, parse_compile_mode
 
 LENGTH_FREE_LR_SCHEDULES = ("constant", "constant_with_warmup", "piecewise_constant")
 """Learning-rate schedules that do not depend on ``max_train_steps``."""
 
 RUN_OPTIONS = ("output_dir", "resume_from_checkpoint", "overwrite_output_dir", "checkpointing_steps",
-               "checkpoints_total_limit", "eval_steps", "eval_steps_held", "eval_images_per_class",
+               "checkpoints_total_limit", "eval_steps", "eval_steps_held", "eval_schedule", "eval_images_per_class",
                "eval_mixed_precision", "logging_steps", "report_to", "push_to_hub", "hub_model_id", "hub_token",
                "hub_private", "max_train_steps")
 """Training options that may differ between a run and its resumption; every other one must match. They do not change
@@ -71,6 +71,10 @@ class TrainingConfig:
     """Evaluate at the multiples of this many steps instead of ``eval_steps`` while the levels hold, i.e. no level's
     accuracy by either scorer moved by more than 0.05 over the last three evaluations; back to ``eval_steps`` as soon
     as one does (:func:`~compgen.evaluation.tracker.levels_held`). ``None``: every ``eval_steps`` throughout."""
+    eval_schedule: str = "linear"
+    """``linear``: evaluate every ``eval_steps``; ``log``: at ``eval_steps`` times 1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20,
+    24, ... (three per doubling, :func:`log_spaced_multiple`), so that a long run spends little on evaluation and its
+    curves read evenly on a log-scaled step axis (Paper B's figures)."""
     eval_images_per_class: int = 50
     eval_mixed_precision: str | None = None
     """Precision of the evaluation's sampling: ``no``, ``fp16`` (CUDA only), ``bf16``, ``auto`` as ``mixed_precision``,
@@ -81,6 +85,11 @@ class TrainingConfig:
     hub_model_id: str | None = None
     hub_token: str | None = None
     hub_private: bool = False
+    attention_kernel: str = "auto"
+    """The kernel of ``scaled_dot_product_attention`` in training: ``auto`` (PyTorch's pick), ``math``, ``flash``,
+    ``efficient`` or ``cudnn`` (:data:`~compgen.training.acceleration.ATTENTION_KERNELS`). A choice of
+    implementation: on a CPU with AMX, bf16 training of the cpu-quick MaskGIT ran faster with ``math``
+    (``docs/performance.md``)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Script-specific hyperparameters, recorded in the trackers and the model card."""
 
@@ -90,6 +99,11 @@ class TrainingConfig:
             raise ValueError(f"mixed_precision must be no, fp16, bf16 or auto, got {self.mixed_precision!r}")
         if self.eval_steps_held is not None and self.eval_steps_held < 1:
             raise ValueError(f"eval_steps_held must be at least 1 or none, got {self.eval_steps_held}")
+        if self.eval_schedule not in ("linear", "log"):
+            raise ValueError(f"eval_schedule must be linear or log, got {self.eval_schedule!r}")
+        if self.attention_kernel not in ATTENTION_KERNELS:
+            raise ValueError(f"attention_kernel must be one of {', '.join(ATTENTION_KERNELS)}, got "
+                             f"{self.attention_kernel!r}")
         if self.eval_mixed_precision not in (None, "no", "fp16", "bf16", "auto"):
             raise ValueError(f"eval_mixed_precision must be no, fp16, bf16, auto or none (the training's), got "
                              f"{self.eval_mixed_precision!r}")
@@ -118,6 +132,14 @@ class TrainingConfig:
         if self.resume_from_checkpoint and self.overwrite_output_dir:
             raise ValueError("--resume_from_checkpoint continues the run in --output_dir; --overwrite_output_dir "
                              "discards it: give one of them")
+
+    def evaluation_due(self, step: int, held: bool = False) -> bool:
+        """Whether the loop evaluates after optimizer step ``step`` (the last step is evaluated by the loop itself):
+        every ``eval_steps`` (``eval_steps_held`` while the levels hold), or on the log-spaced ladder."""
+        interval = self.eval_steps_held if held and self.eval_steps_held else self.eval_steps
+        if step % interval:
+            return False
+        return self.eval_schedule == "linear" or log_spaced_multiple(step // interval)
 
     @property
     def trackers(self) -> list[str]:
@@ -163,6 +185,18 @@ class TrainingConfig:
         flat = {k: v for k, v in asdict(self).items() if k not in ("extra", "hub_token")}
         flat.update({f"extra/{k}": v for k, v in self.extra.items()})
         return {k: v if isinstance(v, int | float | str | bool) else str(v) for k, v in flat.items()}
+
+
+def log_spaced_multiple(multiple: int) -> bool:
+    """Whether ``multiple`` is on the log-spaced ladder 1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, ... (1 to 4, then
+    4, 5 and 6 times each power of two: three evaluations per doubling of the step count)."""
+    if multiple < 1:
+        return False
+    if multiple <= 4:
+        return True
+    while multiple % 2 == 0 and multiple > 6:
+        multiple //= 2
+    return multiple in (4, 5, 6)
 
 
 def resolve_mixed_precision(mixed_precision: str) -> str:

@@ -14,7 +14,14 @@ from torch import nn
 from ..eval_mode import eval_mode
 from ..evaluation.tokenizer_report import reconstruction_markdown
 from ..images import uint8_to_signed
-from ..models.jepa import JEPAPredictor, MaskGITWithPredictor, jepa_loss, scale_jepa_layers
+from ..models.jepa import (
+    JEPAPredictor,
+    MaskGITWithPredictor,
+    jepa_layer_losses,
+    normalized_targets,
+    scale_jepa_layers,
+    target_spread,
+)
 from ..models.maskgit_transformer import MaskGITTransformer
 from ..models.vq_tokenizer import encode_to_indices
 from ..schedulers.scheduling_maskgit import MaskGITScheduler
@@ -46,6 +53,11 @@ def masked_cross_entropy(logits: torch.Tensor, targets: torch.LongTensor, mask: 
 
 class MaskGITTask(TrainingTask):
     """Cross-entropy on the masked tokens, plus ``jepa_weight`` times the JEPA loss (Paper B).
+
+    The training log (``training_log.jsonl``) gets, beside ``ce`` and ``jepa``, the JEPA loss per layer
+    (``jepa_layer_<l>``), the spread of each layer's targets (``jepa_target_spread_<l>``, the collapse check of
+    :func:`~compgen.models.jepa.target_spread`) and, on the last step of each logging interval, the gradient norms of
+    both objectives on the shared blocks and their ratio (:meth:`gradient_norms`).
 
     The JEPA target encoder is an EMA of the transformer (momentum from ``jepa_momentum`` to ``jepa_momentum_end``
     by ``jepa_momentum_schedule`` over ``total_steps``) fed the unmasked tokens with the same conditioning. It is
@@ -125,8 +137,30 @@ class MaskGITTask(TrainingTask):
         with torch.no_grad():
             target_hidden = self.target.shadow.hidden_states(tokens, **conditioning, num_layers=max(self.jepa_layers),
                                                              check_values=False)
-        jepa = jepa_loss(predictions, target_hidden, mask)
-        return ce + self.jepa_weight * jepa, {"ce": ce.detach(), "jepa": jepa.detach()}
+        per_layer = jepa_layer_losses(predictions, target_hidden, mask)
+        jepa = per_layer.mean()
+        scalars = {"ce": ce.detach(), "jepa": jepa.detach()}
+        spread = target_spread(normalized_targets(target_hidden, self.jepa_layers))
+        for index, layer in enumerate(self.jepa_layers):
+            scalars[f"jepa_layer_{layer}"] = per_layer[index].detach()
+            scalars[f"jepa_target_spread_{layer}"] = spread[index]
+        if self.diagnostic_step(step):
+            scalars |= self.gradient_norms(ce, self.jepa_weight * jepa)
+        return ce + self.jepa_weight * jepa, scalars
+
+    def gradient_norms(self, ce: torch.Tensor, weighted_jepa: torch.Tensor) -> dict[str, torch.Tensor]:
+        """What each objective asks of the transformer blocks both share: the norm of the gradient of the
+        cross-entropy and of lambda times the JEPA loss with respect to the blocks' parameters, and their ratio (JEPA
+        over cross-entropy). Measured by two extra backward passes that leave ``.grad`` alone, so the training steps
+        are those of a run without the diagnostic."""
+        parameters = [p for p in self.model.transformer.blocks.parameters() if p.requires_grad]
+        norms = {}
+        for name, loss in (("ce", ce), ("jepa", weighted_jepa)):
+            grads = torch.autograd.grad(loss, parameters, retain_graph=True, allow_unused=True)
+            norms[name] = torch.linalg.vector_norm(
+                torch.stack([torch.linalg.vector_norm(g.float()) for g in grads if g is not None]))
+        return {"grad_norm_ce": norms["ce"], "grad_norm_jepa": norms["jepa"],
+                "grad_norm_ratio": norms["jepa"] / norms["ce"].clamp(min=1e-12)}
 
     def after_optimizer_step(self, model, step):
         if self.target is None:

@@ -32,6 +32,9 @@ except ImportError:  # not POSIX: claims only count within the process
 
 LOCK_NAME = ".compgen.lock"
 LOG_NAME = "learning_dynamics.jsonl"
+TRAINING_LOG_NAME = "training_log.jsonl"
+"""The training scalars (losses, a task's diagnostics, the learning rate) at every logging interval, a JSON line
+each."""
 SAMPLES_DIR = "samples"
 EXPORT_MARKERS = ("model_index.json", "config.json", "README.md")
 """Files that only a finished run (an export and its model card) leaves in its output directory."""
@@ -162,6 +165,7 @@ class RunDirectory:
         self.path = Path(path)
         self.checkpoint_dir = self.path / CHECKPOINTS_DIR
         self.log_path = self.path / LOG_NAME
+        self.training_log_path = self.path / TRAINING_LOG_NAME
         self.sample_dir = self.path / SAMPLES_DIR
 
     def claim(self) -> RunDirectoryClaim:
@@ -174,7 +178,8 @@ class RunDirectory:
 
     def run_files(self) -> list[Path]:
         """What a run leaves here (checkpoints, log, samples, export, card), as far as present."""
-        return [self.path / name for name in (CHECKPOINTS_DIR, LOG_NAME, SAMPLES_DIR, *EXPORT_MARKERS)
+        return [self.path / name for name in (CHECKPOINTS_DIR, LOG_NAME, TRAINING_LOG_NAME, SAMPLES_DIR,
+                                                              *EXPORT_MARKERS)
                 if (self.path / name).exists()]
 
     def start(self, config: TrainingConfig, num_processes: int) -> RunStart:

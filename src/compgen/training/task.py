@@ -87,6 +87,16 @@ class TrainingTask:
     """The ``torch.compile`` mode :meth:`generate` samples with (``None``: eager); the loop sets it from
     ``--torch_compile``."""
 
+    logging_steps: int | None = None
+    """The loop's logging interval (``--logging_steps``), which it sets: a task measures costly diagnostics only on the
+    last step of each interval (:meth:`diagnostic_step`), and the loop averages each scalar over the steps that gave
+    it."""
+
+    def diagnostic_step(self, step: int) -> bool:
+        """Whether optimizer step ``step`` (0-based, as :meth:`compute_loss` gets it) is the last of a logging
+        interval, where a task may measure what is too costly for every step."""
+        return self.logging_steps is not None and (step + 1) % self.logging_steps == 0
+
     def eval_sampling(self) -> dict[str, Any]:
         """The sampler options :meth:`generate` uses (kept with every evaluation record, for re-scoring): the
         ``eval_inference_steps`` of a task that samples in steps."""

@@ -24,7 +24,6 @@ import functools
 import json
 import logging
 import math
-import os
 import shutil
 import time
 import uuid
@@ -42,11 +41,12 @@ from ..atomic_io import atomic_write_text
 from ..concepts import ConceptGraph
 from ..data.loading import ConceptImageData
 from ..evaluation.sampling_precision import sampling_precision
-from ..evaluation.tracker import LearningDynamicsTracker, format_record, levels_held, read_log
-from .acceleration import compile_mode, dynamo_plugin, fused_optimizer_supported
+from ..evaluation.tracker import LearningDynamicsTracker, append_training_log, format_record, levels_held, read_log
+from .acceleration import attention_kernel, compile_mode, dynamo_plugin, fused_optimizer_supported
 from .checkpoint import CheckpointError, load_checkpoint, read_trainer_state, save_checkpoint
 from .config import TrainingConfig, multi_cpu_launch, resolve_mixed_precision
 from .ema import ExponentialMovingAverage, MomentumSchedule
+from .export import export_run
 from .fine_tuning import FINE_TUNE_PHASE, load_initial_weights, resolve_initial_weights, source_log_lines
 from .profile import RunProfile
 from .run_directory import RunDirectory, RunStart
@@ -134,6 +134,7 @@ class Trainer:
             logger.info("--init_from: %s", load_initial_weights(accelerator.unwrap_model(model), self.initial))
         self.task.to(accelerator.device)
         self.task.sampling_compile_mode = compile_mode(config.torch_compile)
+        self.task.logging_steps = config.logging_steps  # when a task measures its costlier diagnostics
         optimizer = torch.optim.AdamW(
             [p for p in model.parameters() if p.requires_grad],
             lr=config.learning_rate,
@@ -222,12 +223,12 @@ class Trainer:
     # --- evaluation log -------------------------------------------------------------------------------------
 
     def _truncate_log(self, step: int) -> None:
-        """Drop log records written after the checkpoint we resume from (and a torn last line a kill left), so
-        the log matches the weights."""
-        if not self.log_path.is_file():
-            return
-        kept = [json.dumps(r) for r in read_log(self.log_path) if r["step"] <= step]
-        atomic_write_text(self.log_path, "".join(line + "\n" for line in kept))
+        """Drop the records of both logs (evaluations, training scalars) written after the checkpoint we resume from
+        (and a torn last line a kill left), so the logs match the weights."""
+        for path in (self.log_path, self.run_directory.training_log_path):
+            if path.is_file():
+                kept = [json.dumps(r) for r in read_log(path) if r["step"] <= step]
+                atomic_write_text(path, "".join(line + "\n" for line in kept))
 
     def _make_tracker(self) -> LearningDynamicsTracker | None:
         """The tracker, holding the records a resumed run logged before (the log is truncated to the checkpoint)."""
@@ -262,7 +263,7 @@ class Trainer:
             indices = batch_indices(len(self.train_data), global_batch, micro_step, config.seed)
             batch = make_batch(self.train_data, indices[rank::world])
             generator = torch.Generator().manual_seed(mix_seed(config.seed, micro_step, rank))
-            with accelerator.accumulate(model), accelerator.autocast():
+            with accelerator.accumulate(model), accelerator.autocast(), attention_kernel(config.attention_kernel):
                 loss, scalars = self.task.compute_loss(model, batch, generator, state.step)
                 accelerator.backward(loss)
                 if accelerator.sync_gradients and config.max_grad_norm > 0:
@@ -354,30 +355,32 @@ class Trainer:
         progress = tqdm(total=config.max_train_steps, initial=state.step, desc="training",
                         disable=not accelerator.is_local_main_process)
         running: dict[str, torch.Tensor] = {}
+        counts: dict[str, int] = {}
         start_time, start_images = time.perf_counter(), state.images_seen
         first = True
         while state.step < config.max_train_steps:
             with self._phase("first training step (compilation, warm-up)" if first else "training steps"):
                 scalars = self.training_step(accelerator, state)
             first = False
-            for key, value in scalars.items():
+            for key, value in scalars.items():  # a diagnostic a task measures on some steps is averaged over those
                 running[key] = running.get(key, 0.0) + value
+                counts[key] = counts.get(key, 0) + 1
             progress.update(1)
             last = state.step == config.max_train_steps
             checkpoint_due = state.step % config.checkpointing_steps == 0 or last
-            interval = config.eval_steps_held if held else config.eval_steps
-            eval_due = evaluating and (last or state.step % interval == 0)
+            eval_due = evaluating and (last or config.evaluation_due(state.step, held))
             if state.step % config.logging_steps == 0 or last or checkpoint_due:
                 self._check_finite(accelerator, state)
             if state.step % config.logging_steps == 0 or last:
-                count = state.step % config.logging_steps or config.logging_steps
-                logs = {k: float(accelerator.reduce(v, reduction="mean")) / count for k, v in running.items()}
+                logs = {k: float(accelerator.reduce(v, reduction="mean")) / counts[k] for k, v in running.items()}
                 logs |= {"lr": state.lr_scheduler.get_last_lr()[0], "images_seen": state.images_seen,
                          "images_per_second": (state.images_seen - start_images)
                          / max(time.perf_counter() - start_time, 1e-9)}
                 progress.set_postfix(loss=f"{logs['loss']:.4f}")
                 accelerator.log(logs, step=state.step + self.step_offset)
-                running = {}
+                if accelerator.is_main_process:
+                    append_training_log(self.run_directory.training_log_path, state.step + self.step_offset, logs)
+                running, counts = {}, {}
             # Evaluate before checkpointing: a run killed during the evaluation resumes from the checkpoint before
             # and repeats the evaluation, so no evaluation is ever lost.
             if eval_due:
@@ -414,37 +417,5 @@ class Trainer:
         return records
 
     def export(self, model: nn.Module, records: list[dict[str, Any]]) -> None:
-        """``save_pretrained`` the pipeline and write its model card as one unit.
-
-        Both are written to a temporary directory first. Then the loading marker of the previous export
-        (``model_index.json``, or ``config.json`` for a bare model) is removed, the new components and card are
-        moved in, and the new marker goes in last: a kill at any point leaves either the old export, or no marker
-        (``from_pretrained`` fails), never a loadable mix of old and new parts.
-        """
-        tmp = self.output_dir / ".tmp-export"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        self.task.save_pretrained(model, tmp)
-        self.write_model_card(records, tmp)
-        marker = "model_index.json" if (tmp / "model_index.json").exists() else "config.json"
-        for name in ("model_index.json", "config.json"):
-            if (self.output_dir / name).is_file():
-                (self.output_dir / name).unlink()
-        for entry in sorted(tmp.iterdir(), key=lambda p: p.name == marker):
-            target = self.output_dir / entry.name
-            if target.is_dir() and not target.is_symlink():
-                shutil.rmtree(target)
-            os.replace(entry, target)
-        tmp.rmdir()
-
-    def write_model_card(self, records: list[dict[str, Any]], directory: Path | None = None) -> None:
-        from .model_card import write_model_card
-
-        write_model_card(
-            directory or self.output_dir,
-            records=records,
-            graph=self.graph,
-            config=self.config,
-            details=self.task.model_card_details(),
-            dataset_name=self.dataset_name,
-        )
+        """``save_pretrained`` the pipeline and write its model card as one unit (:func:`export_run`)."""
+        export_run(self.output_dir, self.task, model, records, self.graph, self.config, self.dataset_name)

@@ -1,0 +1,47 @@
+"""A finished run's export: the pipeline (``task.save_pretrained``) and its model card, moved in as one unit.
+
+Kept out of the loop (:mod:`~compgen.training.trainer`): the loop decides *when* to export, this module *how*.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from ..concepts import ConceptGraph
+from .config import TrainingConfig
+from .task import TrainingTask
+
+
+def export_run(output_dir: Path, task: TrainingTask, model: nn.Module, records: list[dict[str, Any]],
+               graph: ConceptGraph, config: TrainingConfig, dataset_name: str | None = None) -> None:
+    """``save_pretrained`` the pipeline of ``model`` into ``output_dir`` and write its model card, as one unit.
+
+    Both are written to a temporary directory first. Then the loading marker of the previous export
+    (``model_index.json``, or ``config.json`` for a bare model) is removed, the new components and card are
+    moved in, and the new marker goes in last: a kill at any point leaves either the old export, or no marker
+    (``from_pretrained`` fails), never a loadable mix of old and new parts.
+    """
+    from .model_card import write_model_card
+
+    output_dir = Path(output_dir)
+    tmp = output_dir / ".tmp-export"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    task.save_pretrained(model, tmp)
+    write_model_card(tmp, records=records, graph=graph, config=config, details=task.model_card_details(),
+                     dataset_name=dataset_name)
+    marker = "model_index.json" if (tmp / "model_index.json").exists() else "config.json"
+    for name in ("model_index.json", "config.json"):
+        if (output_dir / name).is_file():
+            (output_dir / name).unlink()
+    for entry in sorted(tmp.iterdir(), key=lambda p: p.name == marker):
+        target = output_dir / entry.name
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        os.replace(entry, target)
+    tmp.rmdir()
