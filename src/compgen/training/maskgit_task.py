@@ -55,9 +55,10 @@ class MaskGITTask(TrainingTask):
     """Cross-entropy on the masked tokens, plus ``jepa_weight`` times the JEPA loss (Paper B).
 
     The training log (``training_log.jsonl``) gets, beside ``ce`` and ``jepa``, the JEPA loss per layer
-    (``jepa_layer_<l>``), the spread of each layer's targets (``jepa_target_spread_<l>``, the collapse check of
-    :func:`~compgen.models.jepa.target_spread`) and, on the last step of each logging interval, the gradient norms of
-    both objectives on the shared blocks and their ratio (:meth:`gradient_norms`).
+    (``jepa_layer_<l>``, averaged over the logging interval) and, measured on the last step of each interval, the
+    spread of each layer's targets (``jepa_target_spread_<l>``, the collapse check of
+    :func:`~compgen.models.jepa.target_spread`) and the gradient norms of both objectives on the shared blocks and
+    their ratio (:meth:`gradient_norms`).
 
     The JEPA target encoder is an EMA of the transformer (momentum from ``jepa_momentum`` to ``jepa_momentum_end``
     by ``jepa_momentum_schedule`` over ``total_steps``) fed the unmasked tokens with the same conditioning. It is
@@ -140,11 +141,11 @@ class MaskGITTask(TrainingTask):
         per_layer = jepa_layer_losses(predictions, target_hidden, mask)
         jepa = per_layer.mean()
         scalars = {"ce": ce.detach(), "jepa": jepa.detach()}
-        spread = target_spread(normalized_targets(target_hidden, self.jepa_layers))
         for index, layer in enumerate(self.jepa_layers):
             scalars[f"jepa_layer_{layer}"] = per_layer[index].detach()
-            scalars[f"jepa_target_spread_{layer}"] = spread[index]
         if self.diagnostic_step(step):
+            spread = target_spread(normalized_targets(target_hidden, self.jepa_layers))
+            scalars |= {f"jepa_target_spread_{layer}": spread[i] for i, layer in enumerate(self.jepa_layers)}
             scalars |= self.gradient_norms(ce, self.jepa_weight * jepa)
         return ce + self.jepa_weight * jepa, scalars
 
