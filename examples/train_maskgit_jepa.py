@@ -24,7 +24,7 @@ import torch
 from compgen import MaskGITScheduler, MaskGITTransformer
 from compgen.models.jepa import parse_jepa_layers
 from compgen.models.vq_tokenizer import token_grid_size
-from compgen.training.maskgit_task import MaskGITTask, precompute_tokens
+from compgen.training.maskgit_task import JEPA_PREDICTOR_INITS, MaskGITTask, precompute_tokens
 from compgen.training.run_setup import prepare_run
 from compgen.training.token_model_setup import (
     TOKEN_TRANSFORMER_PRESETS,
@@ -70,6 +70,11 @@ def main(argv: list[str] | None = None) -> None:
     jepa.add_argument("--jepa_momentum_end", type=float, default=1.0)
     jepa.add_argument("--jepa_momentum_schedule", default="linear", choices=["constant", "linear"])
     jepa.add_argument("--jepa_predictor_hidden_size", type=int, default=None)
+    jepa.add_argument("--jepa_target_norm", action="store_true", default=True,
+                      help="layer-normalize the JEPA targets (the default; --no_jepa_target_norm: raw hidden states)")
+    jepa.add_argument("--no_jepa_target_norm", dest="jepa_target_norm", action="store_false")
+    jepa.add_argument("--jepa_predictor_init", default="zero", choices=list(JEPA_PREDICTOR_INITS),
+                      help="the predictor's last layer at zero, or PyTorch's default initialisation")
     sampling = parser.add_argument_group("evaluation sampling")
     sampling.add_argument("--eval_inference_steps", type=int, default=12)
     sampling.add_argument("--eval_temperature", type=float, default=2.0)
@@ -95,6 +100,8 @@ def main(argv: list[str] | None = None) -> None:
             jepa_momentum_end=args.jepa_momentum_end,
             jepa_momentum_schedule=args.jepa_momentum_schedule,
             jepa_predictor_hidden_size=args.jepa_predictor_hidden_size,
+            jepa_target_norm=args.jepa_target_norm,
+            jepa_predictor_init=args.jepa_predictor_init,
             total_steps=config.max_train_steps,
             mask_type=args.mask_type,
             label_smoothing=args.label_smoothing,

@@ -104,3 +104,51 @@ def test_target_hidden_states_stop_at_the_deepest_layer_with_the_same_values():
     # The loss over several layers is the mean of the single-layer losses.
     per_layer = [jepa_loss({layer: predictions[layer]}, full, mask) for layer in predictor.layers]
     torch.testing.assert_close(jepa_loss(predictions, full, mask), torch.stack(per_layer).mean())
+
+
+def test_gradient_norms_of_both_objectives_leave_the_training_step_alone():
+    """The diagnostic's gradient norms are those of separate backward passes, and measuring them changes no gradient
+    of the step (the run's trajectory is the one without the diagnostic)."""
+    from compgen.models.vq_tokenizer import build_vq_tokenizer
+    from compgen.training.maskgit_task import MaskGITTask
+
+    torch.manual_seed(0)
+    transformer = MaskGITTransformer(shapes_space().to_dict(), codebook_size=16, grid_size=7, hidden_size=32,
+                                     num_layers=2, num_heads=4)
+    vqvae = build_vq_tokenizer(28, block_out_channels=(8, 8, 8), num_vq_embeddings=16, vq_embed_dim=4,
+                               norm_num_groups=4)
+    tokens = torch.randint(0, 16, (12, 49), generator=torch.Generator().manual_seed(1))
+    task = MaskGITTask(transformer, vqvae, MaskGITScheduler(16), tokens, jepa_layers=(1, 2), total_steps=10)
+    torch.nn.init.normal_(task.model.predictor.heads["2"][-1].weight, std=0.1)
+    batch = {"index": torch.arange(6), "concepts": torch.randint(0, 2, (6, 3)),
+             "values": torch.zeros(6, 0)}
+
+    def step(logging_steps):
+        task.model.zero_grad(set_to_none=True)
+        task.logging_steps = logging_steps
+        loss, scalars = task.compute_loss(task.model, batch, torch.Generator().manual_seed(2), step=4)
+        loss.backward()
+        return scalars, {n: p.grad.clone() for n, p in task.model.named_parameters() if p.grad is not None}
+
+    plain, grads_plain = step(logging_steps=100)  # step 4 is not the last of an interval: no diagnostic
+    measured, grads_measured = step(logging_steps=5)
+    assert "grad_norm_ratio" not in plain and "jepa_target_spread_1" not in plain
+    assert grads_plain.keys() == grads_measured.keys()
+    for name in grads_plain:
+        torch.testing.assert_close(grads_measured[name], grads_plain[name], rtol=0, atol=0)
+
+    # By hand: the blocks' gradient of the whole loss (above) minus that of the cross-entropy alone (lambda set to 0
+    # for one step; the JEPA term needs the target, which stays) is lambda times the JEPA loss's.
+    def block_gradient(grads):
+        return torch.cat([grads[n].flatten() for n, _ in task.model.named_parameters() if n.startswith(
+            "transformer.blocks.") and n in grads])
+
+    weight, task.jepa_weight = task.jepa_weight, 0.0
+    _, grads_ce = step(logging_steps=100)
+    task.jepa_weight = weight
+    ce_gradient = block_gradient(grads_ce)
+    jepa_gradient = block_gradient(grads_plain) - ce_gradient
+    assert float(measured["grad_norm_ce"]) == pytest.approx(float(ce_gradient.norm()), rel=1e-4)
+    assert float(measured["grad_norm_jepa"]) == pytest.approx(float(jepa_gradient.norm()), rel=1e-3)
+    assert float(measured["grad_norm_ratio"]) == pytest.approx(float(jepa_gradient.norm() / ce_gradient.norm()),
+                                                               rel=1e-3)

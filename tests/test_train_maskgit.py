@@ -76,6 +76,18 @@ def test_end_to_end_writes_pipeline_card_report_and_target_encoder(trained_run):
     assert sum(profile["phases"].values()) + profile["other_s"] == pytest.approx(profile["total_s"], abs=0.01)
     assert profile["other_s"] >= -0.01 and profile["total_s"] > 0
 
+    # What the JEPA term does, at every logging interval (--logging_steps 2): both losses, the JEPA loss per layer,
+    # the target spread and the gradient norms on the shared blocks, measured on the interval's last step.
+    scalars = [json.loads(line) for line in (out / "training_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in scalars] == [2, 4]
+    for record in scalars:
+        assert {"loss", "ce", "jepa", "jepa_layer_1", "jepa_layer_2", "jepa_target_spread_1", "jepa_target_spread_2",
+                "grad_norm_ce", "grad_norm_jepa", "grad_norm_ratio", "lr"} <= set(record)
+        assert record["jepa"] == pytest.approx((record["jepa_layer_1"] + record["jepa_layer_2"]) / 2, rel=1e-5)
+        assert record["loss"] == pytest.approx(record["ce"] + 0.6 * record["jepa"], rel=1e-5)
+        assert record["grad_norm_ratio"] == pytest.approx(record["grad_norm_jepa"] / record["grad_norm_ce"], rel=1e-4)
+        assert 0 < record["jepa_target_spread_1"] < 1.5
+
     target = MaskGITTransformer.from_pretrained(out / "jepa_target")
     assert target.config.num_layers == 2
     assert "heads.1.1.weight" in load_file(str(out / "jepa_target" / "predictor.safetensors"))
@@ -118,6 +130,19 @@ def test_resume_after_a_crash_is_exact(script, dataset_dir, trained_run, tmp_pat
     else:
         assert not (tmp_path / "straight" / "jepa_target").exists()
         assert "MaskGIT (no JEPA)" in (tmp_path / "straight" / "README.md").read_text()
+    # The training log is cut back to the checkpoint and continued: the same records as the uninterrupted run's.
+    def scalars(run):
+        return [{k: v for k, v in json.loads(line).items() if k != "images_per_second"}
+                for line in (tmp_path / run / "training_log.jsonl").read_text().splitlines()]
+
+    # The interval the crash cut (steps 3-4) averages the losses over the step after the resume only; the diagnostics
+    # measured on its last step agree.
+    crashed, straight = scalars("crashed"), scalars("straight")
+    assert [r["step"] for r in crashed] == [2, 4, 6]
+    assert crashed[0] == straight[0] and crashed[2] == straight[2]
+    point_measured = [k for k in straight[1] if k.startswith(("grad_norm", "jepa_target_spread")) or k == "lr"]
+    assert ("grad_norm_ratio" in point_measured) == (jepa_weight != "0")
+    assert {k: crashed[1][k] for k in point_measured} == {k: straight[1][k] for k in point_measured}
     for name in files:
         straight = load_file(str(tmp_path / "straight" / name))
         resumed = load_file(str(tmp_path / "crashed" / name))

@@ -151,6 +151,24 @@ def test_evaluations_thin_out_while_the_levels_hold(small_data, tmp_path):
         config(tmp_path, eval_mixed_precision="fp32")
 
 
+def test_log_spaced_evaluations():
+    """``--eval_schedule log``: three evaluations per doubling of the step count (and the last step)."""
+    from compgen.training.config import TrainingConfig, log_spaced_multiple
+
+    assert [m for m in range(1, 50) if log_spaced_multiple(m)] == [1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40,
+                                                                   48]
+    options = TrainingConfig(eval_steps=250, eval_schedule="log")
+    due = [step for step in range(1, 20001) if options.evaluation_due(step)]
+    assert due[:7] == [250, 500, 750, 1000, 1250, 1500, 2000] and due[-3:] == [12000, 16000, 20000]
+    assert len(due) == 17
+    assert [s for s in range(1, 2001) if TrainingConfig(eval_steps=250).evaluation_due(s)] == list(range(250, 2001,
+                                                                                                      250))
+    with pytest.raises(ValueError, match="eval_schedule must be linear or log"):
+        TrainingConfig(eval_schedule="geometric")
+    with pytest.raises(ValueError, match="attention_kernel must be one of"):
+        TrainingConfig(attention_kernel="fast")
+
+
 def test_levels_hold_when_no_level_moves_by_either_scorer():
     def record(level2, pixel2):
         return {"level_accuracy": {"0": 1.0, "2": level2}, "pixel_level_accuracy": {"0": 1.0, "2": pixel2}}

@@ -8,7 +8,8 @@ positions, averaged over layers, added to the MaskGIT cross-entropy with weight 
 
 Choices the paper leaves open, documented here:
 - Targets are layer-normalized (no affine) before the MSE, as in I-JEPA: it fixes their scale, so the loss
-  cannot shrink merely because the EMA encoder's activations shrink.
+  cannot shrink merely because the EMA encoder's activations shrink (``normalize=False`` for raw targets).
+- The predictor's last layer starts at zero (:class:`JEPAPredictor`, ``zero_init``).
 - Layer ``l`` means the output of block ``l`` (1-based); ``hidden_states[0]`` are the embeddings.
 - Paper B's best layers {7, 9, 11} of 12 are mapped to other depths by :func:`scale_jepa_layers`.
 """
@@ -52,11 +53,14 @@ def parse_jepa_layers(text: str | None, num_layers: int) -> tuple[int, ...]:
 class JEPAPredictor(nn.Module):
     """One small MLP per JEPA layer (LayerNorm, Linear, GELU, Linear) from context to target hidden states.
 
-    The last linear layer starts at zero, so the predictor starts by predicting 0 (the mean of a normalized
-    target) instead of passing noise back into the transformer.
+    The last linear layer starts at zero (``zero_init``, compgen's default), so the predictor starts by predicting 0
+    (the mean of a normalized target) instead of passing noise back into the transformer; then the JEPA term sends
+    no gradient into the transformer until the predictor has learned. ``zero_init=False`` keeps PyTorch's default
+    initialisation (Paper B does not say which it used).
     """
 
-    def __init__(self, hidden_size: int, layers: Sequence[int], predictor_hidden_size: int | None = None) -> None:
+    def __init__(self, hidden_size: int, layers: Sequence[int], predictor_hidden_size: int | None = None,
+                 zero_init: bool = True) -> None:
         super().__init__()
         if not layers:
             raise ValueError("the JEPA predictor needs at least one layer")
@@ -66,8 +70,9 @@ class JEPAPredictor(nn.Module):
         for layer in self.layers:
             head = nn.Sequential(nn.LayerNorm(hidden_size), nn.Linear(hidden_size, width), nn.GELU(),
                                  nn.Linear(width, hidden_size))
-            nn.init.zeros_(head[-1].weight)
-            nn.init.zeros_(head[-1].bias)
+            if zero_init:
+                nn.init.zeros_(head[-1].weight)
+                nn.init.zeros_(head[-1].bias)
             self.heads[str(layer)] = head
 
     def forward(self, hidden_states: Sequence[torch.Tensor]) -> dict[int, torch.Tensor]:
@@ -76,18 +81,20 @@ class JEPAPredictor(nn.Module):
 
 
 def jepa_loss(
-    predictions: dict[int, torch.Tensor], target_hidden_states: Sequence[torch.Tensor], mask: torch.BoolTensor
+    predictions: dict[int, torch.Tensor], target_hidden_states: Sequence[torch.Tensor], mask: torch.BoolTensor,
+    normalize: bool = True,
 ) -> torch.Tensor:
-    """Mean over layers of the MSE between predictions and layer-normalized targets on the masked positions
+    """Mean over layers of the MSE between predictions and (layer-normalized) targets on the masked positions
     (:func:`jepa_layer_losses`, averaged)."""
-    return jepa_layer_losses(predictions, target_hidden_states, mask).mean()
+    return jepa_layer_losses(predictions, target_hidden_states, mask, normalize).mean()
 
 
 def jepa_layer_losses(
-    predictions: dict[int, torch.Tensor], target_hidden_states: Sequence[torch.Tensor], mask: torch.BoolTensor
+    predictions: dict[int, torch.Tensor], target_hidden_states: Sequence[torch.Tensor], mask: torch.BoolTensor,
+    normalize: bool = True,
 ) -> torch.Tensor:
-    """The MSE between predictions and layer-normalized targets on the masked positions, one per layer of
-    ``predictions`` (in its order): a ``(layers,)`` tensor.
+    """The MSE between predictions and targets (layer-normalized unless ``normalize`` is false) on the masked
+    positions, one per layer of ``predictions`` (in its order): a ``(layers,)`` tensor.
 
     ``mask`` is ``(B, L)``, ``True`` where the context branch saw a mask token (at least one per batch:
     training masks always mask a token). The targets are detached here (stop-gradient), so the loss never reaches
@@ -98,16 +105,17 @@ def jepa_layer_losses(
     count = weights.sum().clamp(min=1.0)
     # Every layer at once (one kernel per operation, not one per layer and operation): (layers, B, L, hidden).
     prediction = torch.stack(list(predictions.values())).float()
-    target = normalized_targets(target_hidden_states, list(predictions))
+    target = normalized_targets(target_hidden_states, list(predictions), normalize)
     squared = (prediction - target).pow(2).mean(dim=-1)
     return (squared * weights).sum(dim=(1, 2)) / count
 
 
-def normalized_targets(target_hidden_states: Sequence[torch.Tensor], layers: Sequence[int]) -> torch.Tensor:
-    """The JEPA targets of ``layers``: the target encoder's hidden states, detached and layer-normalized (no affine),
-    stacked as ``(layers, B, L, hidden)`` in fp32."""
+def normalized_targets(target_hidden_states: Sequence[torch.Tensor], layers: Sequence[int], normalize: bool = True
+                       ) -> torch.Tensor:
+    """The JEPA targets of ``layers``: the target encoder's hidden states, detached and layer-normalized (no affine;
+    raw with ``normalize=False``), stacked as ``(layers, B, L, hidden)`` in fp32."""
     target = torch.stack([target_hidden_states[layer] for layer in layers]).detach().float()
-    return F.layer_norm(target, target.shape[-1:])
+    return F.layer_norm(target, target.shape[-1:]) if normalize else target
 
 
 @torch.no_grad()

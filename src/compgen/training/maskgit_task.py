@@ -29,6 +29,8 @@ from .ema import ExponentialMovingAverage, MomentumSchedule
 from .task import TrainingTask, sample_in_batches
 
 JEPA_TARGET_DIR = "jepa_target"
+JEPA_PREDICTOR_INITS = ("zero", "default")
+"""``--jepa_predictor_init``: the predictor's last layer at zero (compgen's default) or PyTorch's initialisation."""
 
 
 @torch.no_grad()
@@ -85,6 +87,8 @@ class MaskGITTask(TrainingTask):
         jepa_momentum_end: float = 1.0,
         jepa_momentum_schedule: str = "linear",
         jepa_predictor_hidden_size: int | None = None,
+        jepa_target_norm: bool = True,
+        jepa_predictor_init: str = "zero",
         total_steps: int = 1,
         mask_type: str = "random",
         label_smoothing: float = 0.1,
@@ -102,6 +106,10 @@ class MaskGITTask(TrainingTask):
         self.scheduler = scheduler
         self.train_tokens = train_tokens.long()
         self.jepa_weight = float(jepa_weight)
+        if jepa_predictor_init not in JEPA_PREDICTOR_INITS:
+            raise ValueError(f"jepa_predictor_init must be one of {JEPA_PREDICTOR_INITS}, got {jepa_predictor_init!r}")
+        self.jepa_target_norm = bool(jepa_target_norm)
+        self.jepa_predictor_init = jepa_predictor_init
         self.mask_type = mask_type
         self.label_smoothing = label_smoothing
         self.eval_inference_steps = eval_inference_steps
@@ -115,7 +123,8 @@ class MaskGITTask(TrainingTask):
         predictor = None
         if self.jepa_weight > 0:
             self.jepa_layers = tuple(jepa_layers or scale_jepa_layers(transformer.config.num_layers))
-            predictor = JEPAPredictor(transformer.config.hidden_size, self.jepa_layers, jepa_predictor_hidden_size)
+            predictor = JEPAPredictor(transformer.config.hidden_size, self.jepa_layers, jepa_predictor_hidden_size,
+                                      zero_init=jepa_predictor_init == "zero")
             self.momentum_schedule = MomentumSchedule(jepa_momentum, jepa_momentum_end, jepa_momentum_schedule,
                                                       total_steps)
             self.target = ExponentialMovingAverage(transformer, self.momentum_schedule)
@@ -138,13 +147,13 @@ class MaskGITTask(TrainingTask):
         with torch.no_grad():
             target_hidden = self.target.shadow.hidden_states(tokens, **conditioning, num_layers=max(self.jepa_layers),
                                                              check_values=False)
-        per_layer = jepa_layer_losses(predictions, target_hidden, mask)
+        per_layer = jepa_layer_losses(predictions, target_hidden, mask, self.jepa_target_norm)
         jepa = per_layer.mean()
         scalars = {"ce": ce.detach(), "jepa": jepa.detach()}
         for index, layer in enumerate(self.jepa_layers):
             scalars[f"jepa_layer_{layer}"] = per_layer[index].detach()
         if self.diagnostic_step(step):
-            spread = target_spread(normalized_targets(target_hidden, self.jepa_layers))
+            spread = target_spread(normalized_targets(target_hidden, self.jepa_layers, self.jepa_target_norm))
             scalars |= {f"jepa_target_spread_{layer}": spread[i] for i, layer in enumerate(self.jepa_layers)}
             scalars |= self.gradient_norms(ce, self.jepa_weight * jepa)
         return ce + self.jepa_weight * jepa, scalars
@@ -213,6 +222,8 @@ class MaskGITTask(TrainingTask):
             schedule = self.momentum_schedule
             hyper |= {
                 "jepa_layers": list(self.jepa_layers),
+                "jepa_targets": "layer-normalized" if self.jepa_target_norm else "raw hidden states",
+                "jepa_predictor_init": self.jepa_predictor_init,
                 "jepa_ema_momentum": f"{schedule.start} -> {schedule.end} ({schedule.kind} over {schedule.total_steps} "
                                      "steps)",
                 "jepa_target_encoder": f"{JEPA_TARGET_DIR}/ (MaskGITTransformer.from_pretrained)",
