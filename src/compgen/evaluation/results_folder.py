@@ -2,11 +2,12 @@
 
     python -m compgen.evaluation.results_folder LOG_OR_STUDY_DIR [...] --output results/NAME --machine "..." [--date D]
 
-writes ``results/NAME/logs/*.jsonl`` (the learning-dynamics logs), ``summary.json`` (per run: final, best and first
+writes ``results/NAME/logs/*.jsonl`` (the learning-dynamics logs; ``training_logs/`` the training scalars of runs that
+logged them), ``summary.json`` (per run: final, best and first
 step at 0.9 of every level by both scorers, whether a level rose then collapsed, the run's command when a study ran
 it, its wall-clock; per study arm: the study summary) and ``figures/`` (the studies' overlays; learning dynamics,
-emergence order and sample grids of the runs named with ``--figures``). The folder's ``README.md`` is written by
-hand: what was run and what it shows.
+emergence order, sample grids and training diagnostics of the runs named with ``--figures``). The folder's
+``README.md`` is written by hand: what was run and what it shows.
 :func:`unbacked_numbers` lists the numbers a README quotes that its ``summary.json`` does not hold, so a test can hold
 every results README to its data.
 """
@@ -134,6 +135,7 @@ def write_results(sources: Sequence[str | Path], output: str | Path, machine: st
     """Copy the logs of ``sources`` into ``output/logs``, write ``output/summary.json``, the studies' overlays and,
     for the runs named in ``figures``, every plot of :func:`~compgen.evaluation.plots.plot_all`."""
     from .plots import plot_all
+    from .training_diagnostics import TRAINING_LOG, plot_training_diagnostics
 
     output = Path(output)
     runs = collect_runs(sources)
@@ -144,9 +146,17 @@ def write_results(sources: Sequence[str | Path], output: str | Path, machine: st
         shutil.copyfile(run["log"], target)
         records = read_log(target)
         summary["runs"][name] = {"log": f"logs/{target.name}", "command": run["command"], **run_summary(records)}
+        scalars = Path(run["log"]).parent / TRAINING_LOG  # the training scalars (a task's diagnostics), if logged
+        if scalars.is_file():
+            (output / "training_logs").mkdir(exist_ok=True)
+            shutil.copyfile(scalars, output / "training_logs" / f"{name}.jsonl")
+            summary["runs"][name]["training_log"] = f"training_logs/{name}.jsonl"
         if name in figures:
             samples = run["samples"] if run["samples"] is not None and run["samples"].is_dir() else None
             plot_all(target, output / "figures", samples_dir=samples, prefix=f"{name}_")
+            if scalars.is_file():
+                plot_training_diagnostics(records, read_log(scalars), output / "figures" / f"{name}_diagnostics.png",
+                                          title=name)
     for source in map(Path, sources):
         if source.is_dir() and (source / "summary.json").is_file():
             study = json.loads((source / "summary.json").read_text())

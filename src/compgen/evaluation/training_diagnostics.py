@@ -65,7 +65,8 @@ def plot_training_diagnostics(records: Sequence[dict[str, Any]], scalars: Sequen
     x, y = _series(scalars, "grad_norm_ratio")
     if len(x):
         ax_grad.plot(x, y, color="black", linewidth=1.2, label="|grad JEPA| / |grad CE| (shared blocks)")
-        ax_grad.set_yscale("log")
+        if (y > 0).all():
+            ax_grad.set_yscale("log")
     ax_grad.set(ylabel="gradient-norm ratio", xlabel="step")
     spread_axis = ax_grad.twinx()
     for key in layer_keys(scalars, "jepa_target_spread_"):
