@@ -51,8 +51,8 @@ def plot_training_diagnostics(records: Sequence[dict[str, Any]], scalars: Sequen
             if "pixel_level_accuracy" in records[0]:
                 ax_acc.plot(steps, [r["pixel_level_accuracy"][level] for r in records], color=color, linestyle="--",
                             label=f"level {level}, pixel scorer")
+        ax_acc.legend(frameon=False, fontsize=7, ncol=2)
     ax_acc.set(ylabel="accuracy", ylim=(-0.03, 1.03), title=title or "accuracy per level and training diagnostics")
-    ax_acc.legend(frameon=False, fontsize=7, ncol=2)
     for key, style in (("ce", "-"), ("jepa", "-")):
         x, y = _series(scalars, key)
         if len(x):
