@@ -15,8 +15,9 @@
 #   paper-b-ladder (8 minutes or less): Paper B's ladder, studies/paper_b_ladder.yaml (MaskGIT -> GIVT -> MAR -> DiT
 #     on one VQ tokenizer, three seeds, 12 cells of 2000 steps), four cells at a time; paper-b-ladder.tar.gz comes back.
 #   study (8 minutes or less): any study file, GRID_STUDY=studies/NAME.yaml (e.g. Paper A's findings at Paper A's scale,
-#     studies/paper_a_*_gpu.yaml), GRID_PARALLEL cells at a time (default 1), stopped at BUDGET_S with the summary of
-#     what finished; study.tar.gz comes back.
+#     studies/paper_a_*_gpu.yaml; Paper B's JEPA finding at 8x10^4 steps, studies/paper_b_jepa_gpu.yaml with
+#     GRID_PARALLEL=6, first in line while issue "Paper B's JEPA finding" is open), GRID_PARALLEL cells at a time
+#     (default 1), stopped at BUDGET_S with the summary of what finished; study.tar.gz comes back.
 #   all: the jobs of the Paper A issues (13 minutes or less on one H100), below; speed: their speed jobs only.
 #   paper-a-train2 (8 minutes or less): Paper A's preset on H32-train2 (the split whose large triangles come out as
 #     hybrids on the CPU, results/paper-a-hybrids/), seed 0 then seed 1 with what is left; with "all" (H32-train1,
