@@ -32,6 +32,39 @@ def check_sampling_options(output_type: str, num_inference_steps: int | None) ->
                          f"got {num_inference_steps!r}")
 
 
+Generators = torch.Generator | list[torch.Generator] | None
+"""A pipeline's ``generator``: one for the whole batch, or a list with one per image (the batch then reproduces the
+single-image calls with those generators, image for image), or ``None``."""
+
+
+def check_generators(generator: Generators, batch_size: int) -> None:
+    """Refuse a list of generators whose length is not the number of images, or that holds something else."""
+    if isinstance(generator, list):
+        if len(generator) != batch_size:
+            raise ValueError(f"generator is a list of {len(generator)} generators, but {batch_size} images are "
+                             "generated (one generator per image: num_prompts x num_images_per_prompt)")
+        if not all(isinstance(g, torch.Generator) for g in generator):
+            raise ValueError("generator must be a torch.Generator or a list of torch.Generator, one per image")
+    elif generator is not None and not isinstance(generator, torch.Generator):
+        raise ValueError(f"generator must be a torch.Generator or a list of them, got {type(generator).__name__}")
+
+
+def check_step_callback(callback_on_step_end: Any, tensor_inputs: Sequence[str], allowed: Sequence[str]) -> None:
+    """diffusers' step-callback contract: ``callback_on_step_end(pipe, step_index, timestep, callback_kwargs)``
+    returning a dict, asking only for tensors the pipeline hands over."""
+    if callback_on_step_end is not None and not callable(callback_on_step_end):
+        raise ValueError(f"callback_on_step_end must be callable, got {type(callback_on_step_end).__name__}")
+    unknown = [name for name in tensor_inputs if name not in allowed]
+    if unknown:
+        raise ValueError(f"callback_on_step_end_tensor_inputs {unknown}: this pipeline hands over only {list(allowed)}")
+
+
+def check_latents_shape(latents: torch.Tensor | None, shape: tuple[int, ...], what: str) -> None:
+    """Refuse ``latents`` of another shape than the batch's: they would be broadcast or fail deep in the loop."""
+    if latents is not None and tuple(latents.shape) != tuple(shape):
+        raise ValueError(f"latents must have shape {tuple(shape)} ({what}), got {tuple(latents.shape)}")
+
+
 class ConceptConditionedModel(Protocol):
     """What the conditioning needs from a denoiser (``TupleConditionedUNet2DModel``, ``MaskGITTransformer``)."""
 

@@ -3,6 +3,9 @@ unmasking, decoded by its tokenizer (a VQ or a KL tokenizer)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import torch
 from diffusers import AutoencoderKL, VQModel
 from diffusers.image_processor import VaeImageProcessor
@@ -11,8 +14,15 @@ from diffusers.pipelines.pipeline_utils import DiffusionPipeline, ImagePipelineO
 from ..models.gaussian_mixture import mixture_sample
 from ..models.givt_transformer import GIVTTransformer
 from ..schedulers.scheduling_maskgit import MaskGITScheduler
-from .concept_inputs import ConceptPrompts, check_sampling_options, prepare_concept_inputs
-from .tuple_dit import check_tokenizer, decode_standardized_latents
+from .concept_inputs import (
+    ConceptPrompts,
+    Generators,
+    check_generators,
+    check_sampling_options,
+    check_step_callback,
+    prepare_concept_inputs,
+)
+from .tuple_dit import check_tokenizer, decode_standardized_latents, masked_token_latents, token_grid, uniform_scores
 
 
 class GIVTPipeline(DiffusionPipeline):
@@ -34,6 +44,7 @@ class GIVTPipeline(DiffusionPipeline):
 
     model_cpu_offload_seq = "transformer->vqvae->vae"
     _optional_components = ["vqvae", "vae"]
+    _callback_tensor_inputs = ["latents"]
 
     def __init__(self, vqvae: VQModel | None, transformer: GIVTTransformer, scheduler: MaskGITScheduler,
                  vae: AutoencoderKL | None = None) -> None:
@@ -58,11 +69,14 @@ class GIVTPipeline(DiffusionPipeline):
         num_inference_steps: int = 12,
         temperature: float = 1.0,
         guidance_scale: float = 1.0,
-        generator: torch.Generator | None = None,
+        generator: Generators = None,
         output_type: str = "pil",
         return_dict: bool = True,
         concept_values: torch.Tensor | None = None,
         quantize: bool = True,
+        latents: torch.Tensor | None = None,
+        callback_on_step_end: Callable[..., dict[str, Any]] | None = None,
+        callback_on_step_end_tensor_inputs: Sequence[str] = ("latents",),
     ) -> ImagePipelineOutput | tuple:
         r"""Sample ``num_images_per_prompt`` images of each concept class.
 
@@ -74,14 +88,24 @@ class GIVTPipeline(DiffusionPipeline):
                 mixture itself; 0: the mean of a component drawn by its weight).
             guidance_scale: Only 1 (no guidance): classifier-free guidance of a mixture (GIVT's distribution-based
                 guidance) is not built; other values are refused.
-            generator: A CPU ``torch.Generator`` for the reveal order and the token samples (reproducibility).
+            generator: A CPU ``torch.Generator``, or a list with one per image, for the reveal order and the token
+                samples (reproducibility; a batch with a list reproduces single-image calls image for image).
             output_type: ``"pil"``, ``"np"`` (``(B, H, W, 3)`` floats in [0, 1]) or ``"pt"`` (``(B, 3, H, W)``).
             return_dict: Return an :class:`ImagePipelineOutput` rather than a tuple.
             concept_values: ``full``-conditioning transformers only: continuous values ``(num_prompts, D)`` or
                 ``(num_prompts * num_images_per_prompt, D)``; ``None`` uses the canonical class values.
             quantize: Snap the latents to a VQ tokenizer's codebook before decoding (ignored with a KL tokenizer).
+            latents: Standardized token latents to start from, ``(B, C, H, W)`` over the token grid (``B``: every
+                image), ``NaN`` in the tokens to generate (the same number in every image; known tokens are kept:
+                inpainting); ``None``: every token generated.
+            callback_on_step_end: ``callback(pipe, step_index, timestep, callback_kwargs)`` called after every
+                unmasking step with the tensors named in ``callback_on_step_end_tensor_inputs`` (``"latents"``: the
+                token latents as above, ``NaN`` where still masked); the revealed tokens of a ``"latents"`` entry of
+                the dict it returns replace the loop's (which tokens are masked stays the loop's).
+            callback_on_step_end_tensor_inputs: The tensors handed to ``callback_on_step_end``.
         """
         # 1. Check inputs
+        check_step_callback(callback_on_step_end, callback_on_step_end_tensor_inputs, self._callback_tensor_inputs)
         self.check_inputs(output_type, num_inference_steps, temperature)
         device = self._execution_device
 
@@ -93,17 +117,18 @@ class GIVTPipeline(DiffusionPipeline):
             raise ValueError(f"guidance_scale {guidance_scale}: classifier-free guidance of {type(self).__name__}'s "
                              "token distributions is not built; sample with guidance_scale=1")
 
-        # 3. Prepare the tokens: a (B, L, C) sequence of latents, every one masked
+        # 3. Prepare the tokens: a (B, L, C) sequence of latents, every one masked unless given
         config = self.transformer.config
         batch_size, num_tokens, channels = inputs.batch_size, config.grid_size**2, config.latent_channels
-        tokens = torch.zeros(batch_size, num_tokens, channels, device=device, dtype=self.transformer.dtype)
-        masked = torch.ones(batch_size, num_tokens, dtype=torch.bool, device=device)
+        check_generators(generator, batch_size)
+        tokens, masked = masked_token_latents(latents, batch_size, channels, config.grid_size, device,
+                                              self.transformer.dtype)
 
         # 4. Prepare the unmasking schedule
         self.scheduler.set_timesteps(num_inference_steps, device=device)
 
         # 5. Unmasking loop
-        num_masked = num_tokens
+        num_masked = int(masked[0].sum())
         for step in self.progress_bar(range(num_inference_steps)):
             # predict a Gaussian mixture for every token from the revealed ones
             latents = tokens.transpose(1, 2).reshape(batch_size, channels, config.grid_size, -1)
@@ -111,15 +136,28 @@ class GIVTPipeline(DiffusionPipeline):
 
             # pick as many masked tokens as the schedule reveals now, in a random order
             remaining = self.scheduler.num_masked_after(step, num_tokens, num_masked)
-            scores = torch.rand(batch_size, num_tokens, generator=generator).to(device).masked_fill(~masked, -1.0)
+            scores = uniform_scores(generator, batch_size, num_tokens).to(device).masked_fill(~masked, -1.0)
             reveal = torch.zeros_like(masked).scatter_(1, scores.topk(num_masked - remaining, dim=1).indices, True)
 
             # draw their latents from their mixtures
-            sampled = mixture_sample(output.logits[reveal], output.means[reveal], output.log_scales[reveal],
-                                     temperature, generator)
+            if isinstance(generator, list):  # each image from its own generator, as a call for it alone draws it
+                sampled = torch.cat([mixture_sample(output.logits[i][reveal[i]], output.means[i][reveal[i]],
+                                                    output.log_scales[i][reveal[i]], temperature, g)
+                                     for i, g in enumerate(generator)])
+            else:
+                sampled = mixture_sample(output.logits[reveal], output.means[reveal], output.log_scales[reveal],
+                                         temperature, generator)
             tokens[reveal] = sampled.to(tokens.dtype)
             masked &= ~reveal
             num_masked = remaining
+
+            if callback_on_step_end is not None:
+                callback_kwargs = {name: {"latents": token_grid(tokens, masked, config.grid_size)}[name]
+                                   for name in callback_on_step_end_tensor_inputs}
+                callback_outputs = callback_on_step_end(self, step, step, callback_kwargs)
+                if "latents" in callback_outputs:
+                    returned = callback_outputs.pop("latents").flatten(2).transpose(1, 2).to(tokens)
+                    tokens = torch.where(masked.unsqueeze(-1), tokens, returned)
 
         # 6. Decode: the token sequence as a standardized latent grid, through the tokenizer
         latents = tokens.transpose(1, 2).reshape(batch_size, channels, config.grid_size, config.grid_size)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import torch
 from diffusers import VQModel
 from diffusers.image_processor import VaeImageProcessor
@@ -10,7 +13,15 @@ from diffusers.pipelines.pipeline_utils import DiffusionPipeline, ImagePipelineO
 from ..models.maskgit_transformer import MaskGITTransformer
 from ..models.vq_tokenizer import decode_indices
 from ..schedulers.scheduling_maskgit import MaskGITScheduler
-from .concept_inputs import OUTPUT_TYPES, ConceptPrompts, prepare_concept_inputs
+from .concept_inputs import (
+    OUTPUT_TYPES,
+    ConceptPrompts,
+    Generators,
+    check_generators,
+    check_latents_shape,
+    check_step_callback,
+    prepare_concept_inputs,
+)
 
 
 class MaskGITPipeline(DiffusionPipeline):
@@ -26,6 +37,7 @@ class MaskGITPipeline(DiffusionPipeline):
     """
 
     model_cpu_offload_seq = "transformer->vqvae"
+    _callback_tensor_inputs = ["latents"]
 
     def __init__(self, vqvae: VQModel, transformer: MaskGITTransformer, scheduler: MaskGITScheduler) -> None:
         super().__init__()
@@ -50,10 +62,13 @@ class MaskGITPipeline(DiffusionPipeline):
         num_inference_steps: int = 12,
         temperature: float | tuple[float, float] = (2.0, 0.0),
         guidance_scale: float = 1.0,
-        generator: torch.Generator | None = None,
+        generator: Generators = None,
         output_type: str = "pil",
         return_dict: bool = True,
         concept_values: torch.Tensor | None = None,
+        latents: torch.LongTensor | None = None,
+        callback_on_step_end: Callable[..., dict[str, Any]] | None = None,
+        callback_on_step_end_tensor_inputs: Sequence[str] = ("latents",),
     ) -> ImagePipelineOutput | tuple:
         r"""Sample ``num_images_per_prompt`` images of each concept class.
 
@@ -65,15 +80,24 @@ class MaskGITPipeline(DiffusionPipeline):
                 the second (a float ``t`` means ``(t, 0)``); higher gives more diverse samples.
             guidance_scale: Classifier-free guidance on the logits, ``null + w * (cond - null)``; 1 disables it.
                 Needs a transformer trained with ``concept_dropout > 0``.
-            generator: A ``torch.Generator`` for token sampling and re-masking (reproducibility).
+            generator: A ``torch.Generator``, or a list with one per image, for token sampling and re-masking
+                (reproducibility; a batch with a list reproduces single-image calls image for image).
             output_type: ``"pil"``, ``"np"`` (``(B, H, W, 3)`` floats in [0, 1]) or ``"pt"`` (``(B, 3, H, W)``).
             return_dict: Return an :class:`ImagePipelineOutput` rather than a tuple.
             concept_values: ``full``-conditioning transformers only: continuous values ``(num_prompts, D)`` or
                 ``(num_prompts * num_images_per_prompt, D)``; ``None`` uses the canonical class values.
+            latents: The starting token ids ``(B, L)`` or ``(B, H, W)`` (``B``: every image), the transformer's mask
+                token (``pipe.transformer.mask_token_id``) where a token is to be generated, as diffusers'
+                ``AmusedPipeline`` takes them (known tokens are kept: inpainting); ``None``: every token masked.
+            callback_on_step_end: ``callback(pipe, step_index, timestep, callback_kwargs)`` called after every
+                decoding step with the tensors named in ``callback_on_step_end_tensor_inputs`` (``"latents"``: the
+                token ids, masked where still unknown); a ``"latents"`` entry of the dict it returns replaces them.
+            callback_on_step_end_tensor_inputs: The tensors handed to ``callback_on_step_end``.
         """
         # 1. Check inputs
         if output_type not in OUTPUT_TYPES:
             raise ValueError(f"output_type must be one of {OUTPUT_TYPES}, got {output_type!r}")
+        check_step_callback(callback_on_step_end, callback_on_step_end_tensor_inputs, self._callback_tensor_inputs)
         device = self._execution_device
 
         # 2. Encode the concepts (with the null half for classifier-free guidance)
@@ -82,17 +106,30 @@ class MaskGITPipeline(DiffusionPipeline):
         )
         do_classifier_free_guidance = inputs.do_classifier_free_guidance
 
-        # 3. Prepare the token grid: every token starts masked
+        # 3. Prepare the token grid: every token starts masked, unless given
         batch_size = inputs.batch_size
+        check_generators(generator, batch_size)
         grid = self.transformer.config.grid_size
-        tokens = torch.full((batch_size, grid * grid), self.transformer.mask_token_id, dtype=torch.long, device=device)
+        if latents is None:
+            tokens = torch.full((batch_size, grid * grid), self.transformer.mask_token_id, dtype=torch.long,
+                                device=device)
+        else:
+            tokens = latents.reshape(latents.shape[0], -1) if latents.ndim == 3 else latents
+            check_latents_shape(tokens, (batch_size, grid * grid), "batch, tokens: the grid's token ids")
+            if tokens.dtype.is_floating_point or tokens.min() < 0 or tokens.max() > self.transformer.mask_token_id:
+                raise ValueError(f"latents must be token ids in [0, {self.transformer.mask_token_id}] (the mask token "
+                                 "last), as integers")
+            if not (tokens == self.transformer.mask_token_id).any(dim=1).all():
+                raise ValueError("latents must leave at least one token of every image masked (mask_token_id): "
+                                 "there is nothing to generate in an image without one")
+            tokens = tokens.to(device=device, dtype=torch.long)
 
         # 4. Prepare timesteps (and the annealed re-masking temperature)
         self.scheduler.set_timesteps(num_inference_steps, temperature=temperature, device=device)
         timesteps = self.scheduler.timesteps
 
         # 5. Decoding loop
-        for t in self.progress_bar(timesteps):
+        for i, t in enumerate(self.progress_bar(timesteps)):
             # expand the tokens for classifier-free guidance: conditional half first, then the null half
             model_input = torch.cat([tokens] * 2) if do_classifier_free_guidance else tokens
 
@@ -106,6 +143,11 @@ class MaskGITPipeline(DiffusionPipeline):
 
             # sample the masked tokens and re-mask the least confident ones
             tokens = self.scheduler.step(logits, t, tokens, generator=generator).prev_sample
+
+            if callback_on_step_end is not None:
+                callback_kwargs = {name: {"latents": tokens}[name] for name in callback_on_step_end_tensor_inputs}
+                callback_outputs = callback_on_step_end(self, i, t, callback_kwargs)
+                tokens = callback_outputs.pop("latents", tokens)
 
         # 6. Decode the token grid by the VQ tokenizer
         image = decode_indices(self.vqvae, tokens.view(batch_size, grid, grid))

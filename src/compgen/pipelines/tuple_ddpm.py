@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from diffusers import DDPMScheduler
@@ -12,7 +14,15 @@ from diffusers.schedulers.scheduling_utils import SchedulerMixin
 from diffusers.utils.torch_utils import randn_tensor
 
 from ..models.tuple_unet import TupleConditionedUNet2DModel
-from .concept_inputs import ConceptPrompts, check_sampling_options, prepare_concept_inputs
+from .concept_inputs import (
+    ConceptPrompts,
+    Generators,
+    check_generators,
+    check_latents_shape,
+    check_sampling_options,
+    check_step_callback,
+    prepare_concept_inputs,
+)
 
 
 def paper_ddpm_scheduler(num_train_timesteps: int = 500, prediction_type: str = "epsilon",
@@ -42,6 +52,7 @@ class TupleConditionedDDPMPipeline(DiffusionPipeline):
     """
 
     model_cpu_offload_seq = "unet"
+    _callback_tensor_inputs = ["latents"]
 
     def __init__(self, unet: TupleConditionedUNet2DModel, scheduler: SchedulerMixin) -> None:
         super().__init__()
@@ -49,11 +60,16 @@ class TupleConditionedDDPMPipeline(DiffusionPipeline):
         self.image_processor = VaeImageProcessor(do_resize=False)
 
     def prepare_latents(self, batch_size: int, num_channels: int, height: int, width: int, dtype: torch.dtype,
-                        device: torch.device, generator: torch.Generator | list[torch.Generator] | None
+                        device: torch.device, generator: Generators, latents: torch.Tensor | None = None
                         ) -> torch.Tensor:
-        """Gaussian noise ``(batch_size, num_channels, height, width)`` scaled by the scheduler's initial sigma."""
+        """The starting noise ``(batch_size, num_channels, height, width)``: drawn (one generator, or one per image),
+        or the given ``latents``; scaled by the scheduler's initial sigma, as diffusers' pipelines do."""
         shape = (batch_size, num_channels, height, width)
-        latents = randn_tensor(shape, generator=generator, device=device, dtype=dtype)
+        check_latents_shape(latents, shape, "batch, channels, height, width")
+        if latents is None:
+            latents = randn_tensor(shape, generator=generator, device=device, dtype=dtype)
+        else:
+            latents = latents.to(device=device, dtype=dtype)
         # scale the initial noise by the standard deviation required by the scheduler
         return latents * self.scheduler.init_noise_sigma
 
@@ -69,10 +85,13 @@ class TupleConditionedDDPMPipeline(DiffusionPipeline):
         num_images_per_prompt: int = 1,
         num_inference_steps: int | None = None,
         guidance_scale: float = 1.0,
-        generator: torch.Generator | list[torch.Generator] | None = None,
+        generator: Generators = None,
         output_type: str = "pil",
         return_dict: bool = True,
         concept_values: torch.Tensor | None = None,
+        latents: torch.Tensor | None = None,
+        callback_on_step_end: Callable[..., dict[str, Any]] | None = None,
+        callback_on_step_end_tensor_inputs: Sequence[str] = ("latents",),
     ) -> ImagePipelineOutput | tuple:
         r"""Sample ``num_images_per_prompt`` images of each concept class.
 
@@ -82,15 +101,23 @@ class TupleConditionedDDPMPipeline(DiffusionPipeline):
             num_inference_steps: Denoising steps; defaults to the scheduler's ``num_train_timesteps``.
             guidance_scale: Classifier-free guidance weight ``w`` in ``eps_null + w * (eps_cond - eps_null)``;
                 1 disables guidance. Needs a model trained with ``concept_dropout > 0``.
-            generator: Generator(s) for the initial noise and stochastic scheduler steps (reproducibility).
+            generator: A ``torch.Generator``, or a list with one per image, for the initial noise and stochastic
+                scheduler steps (reproducibility; a batch with a list reproduces single-image calls image for image).
             output_type: ``"pil"`` (list of images), ``"np"`` (``(B, H, W, C)`` floats in [0, 1]) or ``"pt"``
                 (``(B, C, H, W)`` tensor in [0, 1]).
             return_dict: Return an :class:`ImagePipelineOutput` rather than a tuple.
             concept_values: ``full``-conditioning models only: continuous values ``(num_prompts, D)`` or
                 ``(num_prompts * num_images_per_prompt, D)``; ``None`` uses the canonical class values.
+            latents: The starting noise ``(B, C, H, W)`` (``B``: every image), scaled by the scheduler's initial
+                sigma as drawn noise is; ``None`` draws it from ``generator``.
+            callback_on_step_end: ``callback(pipe, step_index, timestep, callback_kwargs)`` called after every
+                denoising step with the tensors named in ``callback_on_step_end_tensor_inputs`` (``"latents"``); a
+                ``"latents"`` entry of the dict it returns replaces the sample the loop continues from.
+            callback_on_step_end_tensor_inputs: The tensors handed to ``callback_on_step_end``.
         """
         # 1. Check inputs
         check_sampling_options(output_type, num_inference_steps)
+        check_step_callback(callback_on_step_end, callback_on_step_end_tensor_inputs, self._callback_tensor_inputs)
         device = self._execution_device
 
         # 2. Encode the concepts (with the null half for classifier-free guidance)
@@ -105,16 +132,17 @@ class TupleConditionedDDPMPipeline(DiffusionPipeline):
 
         # 4. Prepare the initial noise
         config = self.unet.config
-        image = self.prepare_latents(inputs.batch_size, config.in_channels, config.sample_size, config.sample_size,
-                                     self.unet.dtype, device, generator)
+        check_generators(generator, inputs.batch_size)
+        latents = self.prepare_latents(inputs.batch_size, config.in_channels, config.sample_size, config.sample_size,
+                                       self.unet.dtype, device, generator, latents)
 
         # 5. Prepare extra step kwargs
         extra_step_kwargs = self.prepare_extra_step_kwargs(generator)
 
         # 6. Denoising loop
-        for t in self.progress_bar(timesteps):
+        for i, t in enumerate(self.progress_bar(timesteps)):
             # expand the sample for classifier-free guidance: conditional half first, then the null half
-            model_input = torch.cat([image] * 2) if do_classifier_free_guidance else image
+            model_input = torch.cat([latents] * 2) if do_classifier_free_guidance else latents
             model_input = self.scheduler.scale_model_input(model_input, t)
 
             # predict the noise residual
@@ -126,10 +154,15 @@ class TupleConditionedDDPMPipeline(DiffusionPipeline):
                 noise_pred = noise_pred_null + guidance_scale * (noise_pred_cond - noise_pred_null)
 
             # compute the previous noisy sample x_t -> x_t-1
-            image = self.scheduler.step(noise_pred, t, image, **extra_step_kwargs).prev_sample
+            latents = self.scheduler.step(noise_pred, t, latents, **extra_step_kwargs).prev_sample
+
+            if callback_on_step_end is not None:
+                callback_kwargs = {name: {"latents": latents}[name] for name in callback_on_step_end_tensor_inputs}
+                callback_outputs = callback_on_step_end(self, i, t, callback_kwargs)
+                latents = callback_outputs.pop("latents", latents)
 
         # 7. Post-process: [-1, 1] -> output_type
-        image = self.image_processor.postprocess(image, output_type=output_type)
+        image = self.image_processor.postprocess(latents, output_type=output_type)
 
         # Offload all models
         self.maybe_free_model_hooks()

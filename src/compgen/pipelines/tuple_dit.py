@@ -4,6 +4,8 @@ KL tokenizer)."""
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from diffusers import AutoencoderKL, VQModel
@@ -13,7 +15,15 @@ from diffusers.schedulers.scheduling_utils import SchedulerMixin
 from diffusers.utils.torch_utils import randn_tensor
 
 from ..models.tuple_dit import TupleConditionedDiT
-from .concept_inputs import ConceptPrompts, check_sampling_options, prepare_concept_inputs
+from .concept_inputs import (
+    ConceptPrompts,
+    Generators,
+    check_generators,
+    check_latents_shape,
+    check_sampling_options,
+    check_step_callback,
+    prepare_concept_inputs,
+)
 
 
 def check_unclipped_scheduler(scheduler: SchedulerMixin) -> None:
@@ -71,6 +81,7 @@ class TupleConditionedDiTPipeline(DiffusionPipeline):
 
     model_cpu_offload_seq = "transformer->vqvae->vae"
     _optional_components = ["vqvae", "vae"]
+    _callback_tensor_inputs = ["latents"]
 
     def __init__(
         self,
@@ -87,11 +98,16 @@ class TupleConditionedDiTPipeline(DiffusionPipeline):
 
     # Copied from compgen.pipelines.tuple_ddpm.TupleConditionedDDPMPipeline.prepare_latents
     def prepare_latents(self, batch_size: int, num_channels: int, height: int, width: int, dtype: torch.dtype,
-                        device: torch.device, generator: torch.Generator | list[torch.Generator] | None
+                        device: torch.device, generator: Generators, latents: torch.Tensor | None = None
                         ) -> torch.Tensor:
-        """Gaussian noise ``(batch_size, num_channels, height, width)`` scaled by the scheduler's initial sigma."""
+        """The starting noise ``(batch_size, num_channels, height, width)``: drawn (one generator, or one per image),
+        or the given ``latents``; scaled by the scheduler's initial sigma, as diffusers' pipelines do."""
         shape = (batch_size, num_channels, height, width)
-        latents = randn_tensor(shape, generator=generator, device=device, dtype=dtype)
+        check_latents_shape(latents, shape, "batch, channels, height, width")
+        if latents is None:
+            latents = randn_tensor(shape, generator=generator, device=device, dtype=dtype)
+        else:
+            latents = latents.to(device=device, dtype=dtype)
         # scale the initial noise by the standard deviation required by the scheduler
         return latents * self.scheduler.init_noise_sigma
 
@@ -116,10 +132,13 @@ class TupleConditionedDiTPipeline(DiffusionPipeline):
         num_images_per_prompt: int = 1,
         num_inference_steps: int | None = 50,
         guidance_scale: float = 1.0,
-        generator: torch.Generator | list[torch.Generator] | None = None,
+        generator: Generators = None,
         output_type: str = "pil",
         return_dict: bool = True,
         concept_values: torch.Tensor | None = None,
+        latents: torch.Tensor | None = None,
+        callback_on_step_end: Callable[..., dict[str, Any]] | None = None,
+        callback_on_step_end_tensor_inputs: Sequence[str] = ("latents",),
         quantize: bool = True,
     ) -> ImagePipelineOutput | tuple:
         r"""Sample ``num_images_per_prompt`` images of each concept class.
@@ -130,16 +149,24 @@ class TupleConditionedDiTPipeline(DiffusionPipeline):
             num_inference_steps: Denoising steps (``None``: every training step).
             guidance_scale: Classifier-free guidance weight ``w`` in ``null + w * (cond - null)``; 1 disables it.
                 Needs a transformer trained with ``concept_dropout > 0``.
-            generator: Generator(s) for the initial noise and stochastic scheduler steps (reproducibility).
+            generator: A ``torch.Generator``, or a list with one per image, for the initial noise and stochastic
+                scheduler steps (reproducibility; a batch with a list reproduces single-image calls image for image).
             output_type: ``"pil"``, ``"np"`` (``(B, H, W, 3)`` floats in [0, 1]) or ``"pt"`` (``(B, 3, H, W)``).
             return_dict: Return an :class:`ImagePipelineOutput` rather than a tuple.
             concept_values: ``full``-conditioning transformers only: continuous values ``(num_prompts, D)`` or
                 ``(num_prompts * num_images_per_prompt, D)``; ``None`` uses the canonical class values.
             quantize: Snap the generated latents to the codebook before decoding (the decoder's training input); a
                 VQ tokenizer only, ignored with a KL tokenizer (``vae``), which decodes continuous latents.
+            latents: The starting noise ``(B, C, H, W)`` (``B``: every image), scaled by the scheduler's initial
+                sigma as drawn noise is; ``None`` draws it from ``generator``.
+            callback_on_step_end: ``callback(pipe, step_index, timestep, callback_kwargs)`` called after every
+                denoising step with the tensors named in ``callback_on_step_end_tensor_inputs`` (``"latents"``); a
+                ``"latents"`` entry of the dict it returns replaces the sample the loop continues from.
+            callback_on_step_end_tensor_inputs: The tensors handed to ``callback_on_step_end``.
         """
         # 1. Check inputs
         check_sampling_options(output_type, num_inference_steps)
+        check_step_callback(callback_on_step_end, callback_on_step_end_tensor_inputs, self._callback_tensor_inputs)
         check_unclipped_scheduler(self.scheduler)  # also a scheduler swapped in after construction
         device = self._execution_device
 
@@ -155,14 +182,15 @@ class TupleConditionedDiTPipeline(DiffusionPipeline):
 
         # 4. Prepare the initial noise over the standardized latent grid
         config = self.transformer.config
+        check_generators(generator, inputs.batch_size)
         latents = self.prepare_latents(inputs.batch_size, config.latent_channels, config.grid_size, config.grid_size,
-                                       self.transformer.dtype, device, generator)
+                                       self.transformer.dtype, device, generator, latents)
 
         # 5. Prepare extra step kwargs
         extra_step_kwargs = self.prepare_extra_step_kwargs(generator)
 
         # 6. Denoising loop
-        for t in self.progress_bar(timesteps):
+        for i, t in enumerate(self.progress_bar(timesteps)):
             # expand the latents for classifier-free guidance: conditional half first, then the null half
             latent_model_input = torch.cat([latents] * 2) if do_classifier_free_guidance else latents
             latent_model_input = self.scheduler.scale_model_input(latent_model_input, t)
@@ -178,6 +206,11 @@ class TupleConditionedDiTPipeline(DiffusionPipeline):
             # compute the previous noisy latents x_t -> x_t-1
             latents = self.scheduler.step(noise_pred, t, latents, **extra_step_kwargs).prev_sample
 
+            if callback_on_step_end is not None:
+                callback_kwargs = {name: {"latents": latents}[name] for name in callback_on_step_end_tensor_inputs}
+                callback_outputs = callback_on_step_end(self, i, t, callback_kwargs)
+                latents = callback_outputs.pop("latents", latents)
+
         # 7. Decode: de-standardize, snap to the codebook (VQ, quantize=True) and decode by the tokenizer
         image = decode_standardized_latents(self.transformer, self.vqvae, self.vae, latents, quantize)
 
@@ -190,3 +223,38 @@ class TupleConditionedDiTPipeline(DiffusionPipeline):
         if not return_dict:
             return (image,)
         return ImagePipelineOutput(images=image)
+
+
+def masked_token_latents(latents: torch.Tensor | None, batch_size: int, channels: int, grid_size: int,
+                         device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, torch.BoolTensor]:
+    """A masked-token pipeline's (GIVT, MAR) starting tokens ``(B, L, C)`` and mask ``(B, L)``: every token masked, or
+    those of ``latents`` ``(B, C, H, W)`` that hold ``NaN`` (the same number in every image, at least one)."""
+    num_tokens = grid_size * grid_size
+    if latents is None:
+        return (torch.zeros(batch_size, num_tokens, channels, device=device, dtype=dtype),
+                torch.ones(batch_size, num_tokens, dtype=torch.bool, device=device))
+    check_latents_shape(latents, (batch_size, channels, grid_size, grid_size), "batch, latent channels, token grid")
+    sequence = latents.flatten(2).transpose(1, 2)
+    masked = sequence.isnan().any(dim=-1)
+    counts = masked.sum(dim=1)
+    if not bool((counts == counts[0]).all()) or int(counts[0]) == 0:
+        raise ValueError(f"latents must mark the same number of tokens (at least one) as NaN in every image, got "
+                         f"{counts.tolist()}")
+    if not bool(torch.isfinite(sequence[~masked]).all()):
+        raise ValueError("latents must be finite in the tokens they keep (NaN marks a token to generate; no inf)")
+    return torch.nan_to_num(sequence, nan=0.0).to(device=device, dtype=dtype), masked.to(device)
+
+
+def token_grid(tokens: torch.Tensor, masked: torch.BoolTensor, grid_size: int) -> torch.Tensor:
+    """Tokens ``(B, L, C)`` as a latent grid ``(B, C, H, W)`` with ``NaN`` in the masked ones (what a step callback
+    of a masked-token pipeline gets)."""
+    grid = tokens.masked_fill(masked.unsqueeze(-1), float("nan")).transpose(1, 2)
+    return grid.reshape(tokens.shape[0], tokens.shape[2], grid_size, grid_size)
+
+
+def uniform_scores(generator: Generators, batch_size: int, num_tokens: int) -> torch.Tensor:
+    """``U(0, 1)`` scores ``(batch_size, num_tokens)`` on the CPU: from one generator, or row by row from one per
+    image (each row then what a batch of that image alone draws)."""
+    if isinstance(generator, list):
+        return torch.stack([torch.rand(num_tokens, generator=g) for g in generator])
+    return torch.rand(batch_size, num_tokens, generator=generator)

@@ -122,12 +122,14 @@ class MaskGITScheduler(SchedulerMixin, ConfigMixin):
         model_output: torch.Tensor,
         timestep: int | torch.Tensor,
         sample: torch.LongTensor,
-        generator: torch.Generator | None = None,
+        generator: torch.Generator | list[torch.Generator] | None = None,
         return_dict: bool = True,
     ) -> AmusedSchedulerOutput | tuple:
         """Sample every masked token from ``model_output`` logits ``(B, L, K)``, then re-mask the least confident.
 
         ``sample`` is ``(B, L)`` token ids with ``mask_token_id`` where still unknown; known tokens are kept.
+        ``generator``: one for the batch, or a list with one per image (each image then draws what a batch of that
+        image alone would draw with its generator).
         Returns ``prev_sample`` (next input) and ``pred_original_sample`` (all tokens filled in).
         """
         if self.timesteps is None:
@@ -140,10 +142,17 @@ class MaskGITScheduler(SchedulerMixin, ConfigMixin):
         step_index = int((self.timesteps == int(timestep)).nonzero()[0, 0])
         unknown = sample == self.config.mask_token_id
         probs = model_output.float().softmax(dim=-1)
-        flat = probs.reshape(-1, probs.shape[-1])
-        if generator is not None:
-            flat = flat.to(generator.device)
-        sampled = torch.multinomial(flat, 1, generator=generator).to(sample.device).view(sample.shape)
+        generators = generator if isinstance(generator, list) else None
+        if generators is not None and len(generators) != sample.shape[0]:
+            raise ValueError(f"generator is a list of {len(generators)} generators for a batch of {sample.shape[0]}")
+        if generators is None:
+            flat = probs.reshape(-1, probs.shape[-1])
+            if generator is not None:
+                flat = flat.to(generator.device)
+            sampled = torch.multinomial(flat, 1, generator=generator).to(sample.device).view(sample.shape)
+        else:  # each image from its own generator, as a call for that image alone would draw it
+            sampled = torch.stack([torch.multinomial(row.to(g.device), 1, generator=g).to(sample.device).view(-1)
+                                   for row, g in zip(probs, generators, strict=True)])
         pred_original_sample = torch.where(unknown, sampled, sample)
 
         seq_len = sample.shape[1]
@@ -159,7 +168,11 @@ class MaskGITScheduler(SchedulerMixin, ConfigMixin):
             # Known tokens are never re-masked.
             confidence = torch.where(unknown, confidence, torch.finfo(confidence.dtype).max)
             temperature = float(self.temperatures[step_index])
-            masking = mask_by_random_topk(mask_len, confidence, temperature, generator)
+            if generators is None:
+                masking = mask_by_random_topk(mask_len, confidence, temperature, generator)
+            else:
+                masking = torch.cat([mask_by_random_topk(mask_len[i : i + 1], confidence[i : i + 1], temperature, g)
+                                     for i, g in enumerate(generators)])
             prev_sample = torch.where(masking, self.config.mask_token_id, pred_original_sample)
 
         if not return_dict:

@@ -1,0 +1,129 @@
+"""The calls diffusers' own pipelines take, on every compgen pipeline (the family table of ``test_model_contract``):
+
+1. ``generator`` as one generator or a list with one per image: a batch with a list reproduces the single-image calls
+   image for image; a list of the wrong length is refused;
+2. ``latents``: the starting noise (U-Net, DiT) or the starting tokens (MaskGIT: token ids, the mask token where to
+   generate; GIVT, MAR: token latents, NaN where to generate); a batch started from the latents a generator draws is
+   the batch that generator draws; latents of the wrong shape are refused;
+3. ``callback_on_step_end`` with ``callback_on_step_end_tensor_inputs``: called after every step with the named
+   tensors, and what it returns replaces them; a name the pipeline does not hand over is refused.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from diffusers.utils.torch_utils import randn_tensor
+from test_model_contract import FAMILIES, GRID, Family, pipeline_model
+
+from compgen import GIVTPipeline, MARPipeline, MaskGITPipeline
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+STEPS = 3
+
+
+def generators(*seeds: int) -> list[torch.Generator]:
+    return [torch.Generator().manual_seed(seed) for seed in seeds]
+
+
+def images(pipe, prompts, **kwargs) -> np.ndarray:
+    pipe.set_progress_bar_config(disable=True)
+    return pipe(prompts, num_inference_steps=STEPS, output_type="np", **kwargs).images
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_list_of_generators_reproduces_single_image_calls(family: Family):
+    pipe = family.pipeline(family.model())
+    batch = images(pipe, ["021", "110", "021"], generator=generators(3, 4, 5))
+    for index, (prompt, seed) in enumerate(zip(["021", "110", "021"], (3, 4, 5), strict=True)):
+        single = images(pipe, prompt, generator=generators(seed)[0])
+        np.testing.assert_allclose(batch[index], single[0], atol=1e-5, err_msg=f"image {index}")
+    assert not np.allclose(batch[0], batch[2])  # one prompt, two generators: two images
+    with pytest.raises(ValueError, match="one generator per image"):
+        images(pipe, ["021", "110"], generator=generators(3))
+
+
+def starting_latents(pipe, batch_size: int, seed: int) -> tuple[torch.Tensor, torch.Generator]:
+    """What the pipeline starts from with a generator of ``seed``, and that generator after drawing it: noise as the
+    generator draws it (U-Net, DiT); every token masked, drawing nothing (the masked-token pipelines)."""
+    model = pipeline_model(pipe)
+    generator = torch.Generator().manual_seed(seed)
+    if isinstance(pipe, MaskGITPipeline):
+        return torch.full((batch_size, GRID, GRID), model.mask_token_id), generator
+    if isinstance(pipe, GIVTPipeline | MARPipeline):
+        return torch.full((batch_size, model.config.latent_channels, GRID, GRID), float("nan")), generator
+    config = model.config
+    shape = ((batch_size, config.in_channels, config.sample_size, config.sample_size) if hasattr(config, "in_channels")
+             else (batch_size, config.latent_channels, GRID, GRID))
+    return randn_tensor(shape, generator=generator, dtype=torch.float32), generator
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_latents_start_the_loop(family: Family):
+    pipe = family.pipeline(family.model())
+    latents, generator = starting_latents(pipe, 2, seed=7)
+    drawn = images(pipe, ["021", "110"], generator=torch.Generator().manual_seed(7))
+    given = images(pipe, ["021", "110"], generator=generator, latents=latents)
+    np.testing.assert_allclose(given, drawn, atol=1e-5)
+    with pytest.raises(ValueError, match="latents must have shape"):
+        images(pipe, ["021", "110"], latents=latents[:1])
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_step_callback_sees_and_replaces_the_latents(family: Family):
+    pipe = family.pipeline(family.model())
+    seen = []
+
+    def record(pipeline, step_index, timestep, callback_kwargs):
+        assert pipeline is pipe and set(callback_kwargs) == {"latents"}
+        seen.append(step_index)
+        return {}
+
+    plain = images(pipe, ["021"], generator=torch.Generator().manual_seed(0))
+    recorded = images(pipe, ["021"], generator=torch.Generator().manual_seed(0), callback_on_step_end=record,
+                      callback_on_step_end_tensor_inputs=["latents"])
+    np.testing.assert_allclose(recorded, plain, atol=1e-6)  # a callback that returns nothing changes nothing
+    assert seen == list(range(STEPS))
+
+    def replace(pipeline, step_index, timestep, callback_kwargs):
+        latents = callback_kwargs["latents"]
+        if isinstance(pipe, MaskGITPipeline):  # every token known after the first step: the rest is decoding
+            return {"latents": torch.where(latents == pipeline.transformer.mask_token_id, 0, latents)}
+        return {"latents": torch.zeros_like(latents)}
+
+    replaced = images(pipe, ["021"], generator=torch.Generator().manual_seed(0), callback_on_step_end=replace)
+    assert not np.allclose(replaced, plain)
+    with pytest.raises(ValueError, match="callback_on_step_end_tensor_inputs"):
+        images(pipe, ["021"], callback_on_step_end=record, callback_on_step_end_tensor_inputs=["noise_pred"])
+
+
+def test_masked_token_pipelines_keep_the_tokens_latents_give():
+    from test_model_contract import givt, givt_pipeline, maskgit, maskgit_pipeline
+
+    pipe = maskgit_pipeline(maskgit())
+    known = torch.full((1, GRID * GRID), pipe.transformer.mask_token_id)
+    known[0, :10] = 3
+    pipe.set_progress_bar_config(disable=True)
+    captured = {}
+
+    def last(pipeline, step_index, timestep, callback_kwargs):
+        captured["tokens"] = callback_kwargs["latents"].clone()
+        return {}
+
+    pipe("021", num_inference_steps=STEPS, latents=known, callback_on_step_end=last, output_type="np")
+    assert (captured["tokens"][0, :10] == 3).all() and (captured["tokens"] != pipe.transformer.mask_token_id).all()
+    with pytest.raises(ValueError, match="at least one token"):
+        pipe("021", latents=torch.zeros(1, GRID * GRID, dtype=torch.long))
+
+    pipe = givt_pipeline(givt())
+    latents = torch.full((1, 4, GRID, GRID), float("nan"))
+    latents[0, :, 0, :3] = 0.5
+    captured.clear()
+    pipe("021", num_inference_steps=STEPS, latents=latents, callback_on_step_end=last, output_type="np")
+    assert (captured["tokens"][0, :, 0, :3] == 0.5).all() and not captured["tokens"].isnan().any()
+    uneven = latents.clone()
+    uneven = torch.cat([uneven, torch.full_like(uneven, float("nan"))])
+    with pytest.raises(ValueError, match="same number of tokens"):
+        pipe(["021", "110"], latents=uneven)
