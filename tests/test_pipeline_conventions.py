@@ -6,7 +6,8 @@
    generate; GIVT, MAR: token latents, NaN where to generate); a batch started from the latents a generator draws is
    the batch that generator draws; latents of the wrong shape are refused;
 3. ``callback_on_step_end`` with ``callback_on_step_end_tensor_inputs``: called after every step with the named
-   tensors, and what it returns replaces them; a name the pipeline does not hand over is refused.
+   tensors, and what it returns replaces them; a name the pipeline does not hand over is refused;
+4. a pipeline that decodes through a tokenizer and has none (removed after loading) says so before any work.
 """
 
 from __future__ import annotations
@@ -127,3 +128,13 @@ def test_masked_token_pipelines_keep_the_tokens_latents_give():
     uneven = torch.cat([uneven, torch.full_like(uneven, float("nan"))])
     with pytest.raises(ValueError, match="same number of tokens"):
         pipe(["021", "110"], latents=uneven)
+
+
+@pytest.mark.parametrize("family", [f for f in FAMILIES if "unet" not in f.id])
+def test_a_pipeline_without_its_tokenizer_says_so(family: Family):
+    pipe = family.pipeline(family.model())
+    pipe.vqvae = None
+    if hasattr(pipe, "vae"):
+        pipe.vae = None
+    with pytest.raises(ValueError, match="tokenizer"):
+        images(pipe, ["021"])

@@ -106,6 +106,7 @@ class GIVTPipeline(DiffusionPipeline):
         """
         # 1. Check inputs
         check_step_callback(callback_on_step_end, callback_on_step_end_tensor_inputs, self._callback_tensor_inputs)
+        check_tokenizer(self.vqvae, self.vae, self.transformer)  # also a tokenizer removed or swapped since
         self.check_inputs(output_type, num_inference_steps, temperature)
         device = self._execution_device
 

@@ -129,6 +129,7 @@ class MARPipeline(DiffusionPipeline):
         """
         # 1. Check inputs
         check_step_callback(callback_on_step_end, callback_on_step_end_tensor_inputs, self._callback_tensor_inputs)
+        check_tokenizer(self.vqvae, self.vae, self.transformer)  # also a tokenizer removed or swapped since
         self.check_inputs(output_type, num_inference_steps, num_head_steps, temperature)
         device = self._execution_device
 

@@ -98,6 +98,9 @@ class MaskGITPipeline(DiffusionPipeline):
         if output_type not in OUTPUT_TYPES:
             raise ValueError(f"output_type must be one of {OUTPUT_TYPES}, got {output_type!r}")
         check_step_callback(callback_on_step_end, callback_on_step_end_tensor_inputs, self._callback_tensor_inputs)
+        if self.vqvae is None:
+            raise ValueError("the pipeline needs its VQ tokenizer to decode the tokens: set pipe.vqvae (a VQModel), or "
+                             "load the pipeline with it")
         device = self._execution_device
 
         # 2. Encode the concepts (with the null half for classifier-free guidance)

@@ -40,8 +40,9 @@ def check_unclipped_scheduler(scheduler: SchedulerMixin) -> None:
 def check_tokenizer(vqvae: VQModel | None, vae: AutoencoderKL | None, transformer) -> None:
     """Exactly one tokenizer, whose latents have the transformer's channel count (the DiT's and GIVT's pipelines)."""
     if (vqvae is None) == (vae is None):
-        raise ValueError("give exactly one tokenizer: vqvae (a VQModel) or vae (an AutoencoderKL), "
-                         f"got {'both' if vae is not None else 'neither'}")
+        raise ValueError("the pipeline needs exactly one tokenizer to decode its latents: vqvae (a VQModel) or vae (an "
+                         f"AutoencoderKL), got {'both' if vae is not None else 'neither'} (set pipe.vqvae or pipe.vae, "
+                         "or load the pipeline with its tokenizer)")
     tokenizer = vqvae if vqvae is not None else vae
     latent_channels = getattr(tokenizer.config, "vq_embed_dim", None) or tokenizer.config.latent_channels
     if latent_channels != transformer.config.latent_channels:
@@ -168,6 +169,7 @@ class TupleConditionedDiTPipeline(DiffusionPipeline):
         check_sampling_options(output_type, num_inference_steps)
         check_step_callback(callback_on_step_end, callback_on_step_end_tensor_inputs, self._callback_tensor_inputs)
         check_unclipped_scheduler(self.scheduler)  # also a scheduler swapped in after construction
+        check_tokenizer(self.vqvae, self.vae, self.transformer)  # also a tokenizer removed or swapped since
         device = self._execution_device
 
         # 2. Encode the concepts (with the null half for classifier-free guidance)
