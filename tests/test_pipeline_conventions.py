@@ -138,3 +138,37 @@ def test_a_pipeline_without_its_tokenizer_says_so(family: Family):
         pipe.vae = None
     with pytest.raises(ValueError, match="tokenizer"):
         images(pipe, ["021"])
+
+
+@pytest.mark.parametrize("family", [f for f in FAMILIES if "paper-layout" not in f.id])
+def test_gradient_checkpointing_gives_the_same_gradients(family: Family):
+    """diffusers' ``enable_gradient_checkpointing`` on every model: the same loss and gradients, recomputed."""
+    from compgen.pipelines.concept_inputs import prepare_concept_inputs
+
+    def gradients(checkpointing: bool) -> dict[str, torch.Tensor]:
+        model = family.model().train()
+        for module in model.modules():  # no dropout anywhere: a recomputed forward is the same forward
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.0
+        if checkpointing:
+            model.enable_gradient_checkpointing()
+            assert model.is_gradient_checkpointing
+        output = family.forward(model, prepare_concept_inputs(model, ["021", "110"]))
+        output.float().square().mean().backward()
+        return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+    plain, checkpointed = gradients(False), gradients(True)
+    assert plain.keys() == checkpointed.keys() and plain
+    for name in plain:
+        torch.testing.assert_close(checkpointed[name], plain[name], rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_gradient_checkpointing_is_refused_where_it_would_change_training():
+    from test_model_contract import paper_layout_unet
+
+    from compgen.training.acceleration import enable_gradient_checkpointing
+
+    with pytest.raises(ValueError, match="BatchNorm"):
+        paper_layout_unet().enable_gradient_checkpointing()
+    with pytest.raises(ValueError, match="supports it"):
+        enable_gradient_checkpointing(torch.nn.Linear(2, 2))

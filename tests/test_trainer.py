@@ -94,6 +94,19 @@ def test_resume_after_a_crash_gives_the_weights_of_an_uninterrupted_run(small_da
     assert [step for step, _ in list_checkpoints(crashed / "checkpoints")] == [3, 6]
 
 
+def test_gradient_checkpointing_trains_the_same_weights(small_data, tmp_path):
+    """``--gradient_checkpointing``: the blocks recompute their activations in the backward pass; same training."""
+    data, graph = small_data
+    Trainer(config(tmp_path / "plain", max_train_steps=3), make_task(data), data, graph).train()
+    reset_accelerate_state()
+    Trainer(config(tmp_path / "checkpointed", max_train_steps=3, gradient_checkpointing=True), make_task(data), data,
+            graph).train()
+    plain = load_file(str(tmp_path / "plain" / "unet" / "diffusion_pytorch_model.safetensors"))
+    checkpointed = load_file(str(tmp_path / "checkpointed" / "unet" / "diffusion_pytorch_model.safetensors"))
+    for name in plain:
+        torch.testing.assert_close(checkpointed[name], plain[name], rtol=1e-5, atol=1e-6, msg=name)
+
+
 def test_checkpoints_are_pruned_and_resume_rejects_a_missing_checkpoint(small_data, tmp_path):
     data, graph = small_data
     Trainer(config(tmp_path, checkpointing_steps=1, checkpoints_total_limit=2), make_task(data), data, graph).train()

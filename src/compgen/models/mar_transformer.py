@@ -60,6 +60,7 @@ class DiffusionHead(nn.Module):
         self.condition_projection = nn.Linear(condition_size, width)
         self.input_projection = nn.Linear(latent_channels, width)
         self.blocks = nn.ModuleList(_AdaLNBlock(width) for _ in range(depth))
+        self.gradient_checkpointing = False  # diffusers' enable_gradient_checkpointing() sets it
         self.norm_out = nn.LayerNorm(width, elementwise_affine=False)
         self.modulation_out = nn.Linear(width, 2 * width)
         self.output_projection = nn.Linear(width, latent_channels)
@@ -77,7 +78,10 @@ class DiffusionHead(nn.Module):
         condition = embedded + self.condition_projection(condition.to(sample.dtype))
         hidden = self.input_projection(sample)
         for block in self.blocks:
-            hidden = block(hidden, condition)
+            if torch.is_grad_enabled() and self.gradient_checkpointing:
+                hidden = self._gradient_checkpointing_func(block, hidden, condition)
+            else:
+                hidden = block(hidden, condition)
         shift, scale = self.modulation_out(F.silu(condition)).chunk(2, dim=-1)
         return self.output_projection(self.norm_out(hidden) * (1 + scale) + shift)
 

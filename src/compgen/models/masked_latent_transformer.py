@@ -19,6 +19,8 @@ class MaskedLatentTransformer(StandardizedLatentsMixin, ConceptConditionedMixin,
     token enters as one learned vector and a visible one as a linear map of its standardized latent, after the concept
     tokens. Subclasses register their config and add an output head on :meth:`encode`'s per-token states."""
 
+    _supports_gradient_checkpointing = True
+
     def _build_backbone(self, space, latent_channels: int, grid_size: int, hidden_size: int, num_layers: int,
                         num_heads: int, mlp_ratio: float, dropout: float, position_embedding_std: float) -> None:
         self.num_tokens = grid_size * grid_size
@@ -30,6 +32,7 @@ class MaskedLatentTransformer(StandardizedLatentsMixin, ConceptConditionedMixin,
         nn.init.trunc_normal_(self.position_embedding, std=position_embedding_std)
         self.concept_embedding = self._concept_tokens(space, hidden_size)
         self.blocks = transformer_blocks(hidden_size, num_layers, num_heads, mlp_ratio, dropout)
+        self.gradient_checkpointing = False  # diffusers' enable_gradient_checkpointing() sets it
         self.norm_out = nn.LayerNorm(hidden_size)
 
     def encode(self, latents: torch.Tensor, mask: torch.BoolTensor, concepts: torch.LongTensor,
@@ -50,5 +53,8 @@ class MaskedLatentTransformer(StandardizedLatentsMixin, ConceptConditionedMixin,
         tokens = torch.where(mask.unsqueeze(-1), self.mask_embedding.to(tokens.dtype), tokens)
         hidden = torch.cat([concept_tokens.to(tokens.dtype), tokens], dim=1) + self.position_embedding
         for block in self.blocks:
-            hidden = block(hidden)
+            if torch.is_grad_enabled() and self.gradient_checkpointing:
+                hidden = self._gradient_checkpointing_func(block, hidden)
+            else:
+                hidden = block(hidden)
         return self.norm_out(hidden[:, self.num_concepts :])

@@ -68,6 +68,8 @@ class MaskGITTransformer(ConceptConditionedMixin, ModelMixin, ConfigMixin):
             classifier-free guidance.
     """
 
+    _supports_gradient_checkpointing = True
+
     @register_to_config
     def __init__(
         self,
@@ -99,6 +101,7 @@ class MaskGITTransformer(ConceptConditionedMixin, ModelMixin, ConfigMixin):
         self.blocks = transformer_blocks(hidden_size, num_layers, num_heads, mlp_ratio, dropout)
         self.norm_out = nn.LayerNorm(hidden_size)
         self.head = nn.Linear(hidden_size, codebook_size)
+        self.gradient_checkpointing = False  # diffusers' enable_gradient_checkpointing() sets it
 
     @property
     def mask_token_id(self) -> int:
@@ -137,7 +140,10 @@ class MaskGITTransformer(ConceptConditionedMixin, ModelMixin, ConfigMixin):
         image = slice(self.num_concepts, None)
         states = [hidden[:, image]]
         for block in self.blocks[: len(self.blocks) if num_layers is None else num_layers]:
-            hidden = block(hidden)
+            if torch.is_grad_enabled() and self.gradient_checkpointing:
+                hidden = self._gradient_checkpointing_func(block, hidden)
+            else:
+                hidden = block(hidden)
             states.append(hidden[:, image])
         return tuple(states)
 
@@ -166,7 +172,10 @@ class MaskGITTransformer(ConceptConditionedMixin, ModelMixin, ConfigMixin):
         image = slice(self.num_concepts, None)
         all_hidden = [hidden[:, image]] if output_hidden_states else None
         for block in self.blocks:
-            hidden = block(hidden)
+            if torch.is_grad_enabled() and self.gradient_checkpointing:
+                hidden = self._gradient_checkpointing_func(block, hidden)
+            else:
+                hidden = block(hidden)
             if output_hidden_states:
                 all_hidden.append(hidden[:, image])
         logits = self.head(self.norm_out(hidden[:, image]))

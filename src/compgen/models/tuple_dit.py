@@ -49,6 +49,8 @@ class TupleConditionedDiT(StandardizedLatentsMixin, ConceptConditionedMixin, Mod
             (``results/dit-diagnosis/NOTES.md``).
     """
 
+    _supports_gradient_checkpointing = True
+
     @register_to_config
     def __init__(
         self,
@@ -85,6 +87,7 @@ class TupleConditionedDiT(StandardizedLatentsMixin, ConceptConditionedMixin, Mod
         self.time_embedding = TimestepEmbedding(hidden_size, hidden_size, act_fn="gelu")
         self.concept_embedding = self._concept_tokens(space, hidden_size)
         self.blocks = transformer_blocks(hidden_size, num_layers, num_heads, mlp_ratio, dropout)
+        self.gradient_checkpointing = False  # diffusers' enable_gradient_checkpointing() sets it
         self.norm_out = nn.LayerNorm(hidden_size)
         self.output_projection = nn.Linear(hidden_size, latent_channels)
         nn.init.zeros_(self.output_projection.weight)  # start by predicting zero (DiT's zero-initialised output)
@@ -124,7 +127,10 @@ class TupleConditionedDiT(StandardizedLatentsMixin, ConceptConditionedMixin, Mod
         image_tokens = self.input_projection(sample.flatten(2).transpose(1, 2).to(dtype))
         hidden = torch.cat([concept_tokens, time_token, image_tokens], dim=1) + self.position_embedding
         for block in self.blocks:
-            hidden = block(hidden)
+            if torch.is_grad_enabled() and self.gradient_checkpointing:
+                hidden = self._gradient_checkpointing_func(block, hidden)
+            else:
+                hidden = block(hidden)
         out = self.output_projection(self.norm_out(hidden[:, self.num_prefix :]))
         out = out.transpose(1, 2).reshape(batch_size, channels, height, width)
         return UNet2DOutput(sample=out) if return_dict else (out,)

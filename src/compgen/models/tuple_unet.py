@@ -144,7 +144,15 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
         num_train_timesteps: The noise schedule's length ``T``; the ``paper`` layout embeds ``t / T``.
     """
 
-    _supports_gradient_checkpointing = False
+    _supports_gradient_checkpointing = True
+
+    def enable_gradient_checkpointing(self, gradient_checkpointing_func=None) -> None:
+        """diffusers' gradient checkpointing of the down and up stages; refused with BatchNorm (``norm_type="batch"``),
+        whose running statistics the recomputed forward pass would update a second time."""
+        if self.config.norm_type == "batch":
+            raise ValueError("gradient checkpointing recomputes the forward pass, which would update the BatchNorm "
+                             "running statistics twice: use norm_type='group', or train without checkpointing")
+        super().enable_gradient_checkpointing(gradient_checkpointing_func)
 
     @register_to_config
     def __init__(
@@ -202,6 +210,7 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
         else:
             self.bottleneck_up = nn.Linear(channels[-1], channels[-1] * self.bottleneck_size**2)
         self.bottleneck_norm = nn.GroupNorm(norm_num_groups, channels[-1])
+        self.gradient_checkpointing = False  # diffusers' enable_gradient_checkpointing() sets it
         self.up_stages = nn.ModuleList(
             UpStage(2 * channels[i], channels[max(i - 1, 0)], layers_per_block, norm_num_groups, block_type, norm_type)
             for i in reversed(range(len(channels)))
@@ -287,8 +296,9 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
         x_in = self.conv_in(sample)
         skips = []
         h = x_in
+        checkpointing = torch.is_grad_enabled() and self.gradient_checkpointing
         for stage in self.down_stages:
-            h = stage(h)
+            h = self._gradient_checkpointing_func(stage, h) if checkpointing else stage(h)
             skips.append(h)
 
         pooled = F.gelu(h.mean(dim=(2, 3)))
@@ -305,7 +315,7 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
                 h = torch.addcmul(h + shift[:, :, None, None], h, scale[:, :, None, None])
             else:
                 h = h + (scale + shift)[:, :, None, None]
-            h = stage(h, skip)
+            h = self._gradient_checkpointing_func(stage, h, skip) if checkpointing else stage(h, skip)
         out = self.conv_out(torch.cat([h, x_in], dim=1))
 
         if not return_dict:

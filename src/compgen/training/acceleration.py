@@ -73,6 +73,21 @@ def attention_kernel(name: str):
     return sdpa_kernel(backend)
 
 
+def enable_gradient_checkpointing(model: nn.Module) -> list[str]:
+    """diffusers' gradient checkpointing on every model inside ``model`` (the task's trainable module) that supports it;
+    returns their names. A task whose models support none is refused, so the option never silently does nothing."""
+    from diffusers.models.modeling_utils import ModelMixin
+
+    enabled = []
+    for name, module in model.named_modules():
+        if isinstance(module, ModelMixin) and module._supports_gradient_checkpointing:
+            module.enable_gradient_checkpointing()
+            enabled.append(name or type(module).__name__)
+    if not enabled:
+        raise ValueError(f"--gradient_checkpointing: no model in {type(model).__name__} supports it")
+    return enabled
+
+
 def fused_optimizer_supported(device: torch.device | str) -> bool:
     """Whether PyTorch has a fused (one multi-tensor kernel) AdamW on ``device``: CUDA, and CPUs since torch 2.4."""
     from torch.utils._foreach_utils import _get_fused_kernels_supported_devices

@@ -25,7 +25,7 @@ LENGTH_FREE_LR_SCHEDULES = ("constant", "constant_with_warmup", "piecewise_const
 RUN_OPTIONS = ("output_dir", "resume_from_checkpoint", "overwrite_output_dir", "checkpointing_steps",
                "checkpoints_total_limit", "eval_steps", "eval_steps_held", "eval_schedule", "eval_images_per_class",
                "eval_mixed_precision", "logging_steps", "report_to", "push_to_hub", "hub_model_id", "hub_token",
-               "hub_private", "max_train_steps")
+               "hub_private", "max_train_steps", "gradient_checkpointing")
 """Training options that may differ between a run and its resumption; every other one must match. They do not change
 the steps a run takes: where and how often things are written, and how long to train. The length only while nothing
 is scheduled over it (a learning rate of :data:`LENGTH_FREE_LR_SCHEDULES`, no task schedule over the length): then a
@@ -85,6 +85,10 @@ class TrainingConfig:
     hub_model_id: str | None = None
     hub_token: str | None = None
     hub_private: bool = False
+    gradient_checkpointing: bool = False
+    """Recompute each block's activations in the backward pass instead of keeping them (diffusers'
+    ``enable_gradient_checkpointing`` on every model of the task that supports it): less memory, more time, the same
+    gradients (:func:`~compgen.training.acceleration.enable_gradient_checkpointing`)."""
     attention_kernel: str = "auto"
     """The kernel of ``scaled_dot_product_attention`` in training: ``auto`` (PyTorch's pick), ``math``, ``flash``,
     ``efficient`` or ``cudnn`` (:data:`~compgen.training.acceleration.ATTENTION_KERNELS`). A choice of

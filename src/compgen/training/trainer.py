@@ -42,7 +42,13 @@ from ..concepts import ConceptGraph
 from ..data.loading import ConceptImageData
 from ..evaluation.sampling_precision import sampling_precision
 from ..evaluation.tracker import LearningDynamicsTracker, append_training_log, format_record, levels_held, read_log
-from .acceleration import attention_kernel, compile_mode, dynamo_plugin, fused_optimizer_supported
+from .acceleration import (
+    attention_kernel,
+    compile_mode,
+    dynamo_plugin,
+    enable_gradient_checkpointing,
+    fused_optimizer_supported,
+)
 from .checkpoint import CheckpointError, load_checkpoint, read_trainer_state, save_checkpoint
 from .config import TrainingConfig, multi_cpu_launch, resolve_mixed_precision
 from .ema import ExponentialMovingAverage, MomentumSchedule
@@ -128,6 +134,8 @@ class Trainer:
             logger.warning("--overwrite_output_dir: removing %s, the previous run's", path)
             shutil.rmtree(path) if path.is_dir() else path.unlink()
         accelerator.wait_for_everyone()
+        if config.gradient_checkpointing:
+            logger.info("gradient checkpointing: %s", ", ".join(enable_gradient_checkpointing(self.task.model)))
         # The model goes to its device (and into DDP) before the optimizer sees its parameters.
         model = accelerator.prepare(self.task.model)
         if self.initial is not None:  # before the EMA copies the weights; a resumed run then loads its checkpoint
