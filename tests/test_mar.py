@@ -175,3 +175,29 @@ def test_train_mar_end_to_end(dataset_dir, tmp_path):
     pipe = MARPipeline.from_pretrained(output)
     pipe.set_progress_bar_config(disable=True)
     assert pipe("111", num_inference_steps=2, num_head_steps=2, output_type="np").images.shape == (1, 28, 28, 3)
+
+
+def test_head_guidance_mixes_the_conditional_and_null_noise_predictions():
+    """MAR's classifier-free guidance of its head: weight 1 is the conditional head, weight 0 the null one."""
+    from test_model_contract import mar, mar_pipeline
+
+    pipe = mar_pipeline(mar())
+    with torch.no_grad():  # adaLN-Zero starts the head blind to its condition: give its zero weights values
+        for parameter in pipe.transformer.parameters():
+            if not parameter.any():
+                parameter.normal_(std=0.2, generator=torch.Generator().manual_seed(3))
+    conditions = torch.randn(5, 16, generator=torch.Generator().manual_seed(0))
+    null = torch.randn(5, 16, generator=torch.Generator().manual_seed(1))
+
+    @torch.no_grad()
+    def head(*args, **kwargs):
+        return pipe.denoise_tokens(*args, num_head_steps=4, temperature=1.0,
+                                   generator=torch.Generator().manual_seed(2), **kwargs)
+
+    torch.testing.assert_close(head(conditions, null_conditions=null, guidance_scale=1.0), head(conditions))
+    torch.testing.assert_close(head(conditions, null_conditions=null, guidance_scale=0.0), head(null))
+    assert not torch.allclose(head(conditions, null_conditions=null, guidance_scale=3.0), head(conditions))
+    pipe.set_progress_bar_config(disable=True)
+    guided = pipe("021", num_inference_steps=2, num_head_steps=3, guidance_scale=3.0,
+                  generator=torch.Generator().manual_seed(0), output_type="np").images
+    assert guided.shape == (1, 28, 28, 3) and np.isfinite(guided).all()

@@ -74,14 +74,22 @@ class MARPipeline(DiffusionPipeline):
             raise ValueError(f"temperature must be >= 0, got {temperature}")
 
     def denoise_tokens(self, conditions: torch.Tensor, num_head_steps: int, temperature: float,
-                       generator: torch.Generator | None) -> torch.Tensor:
+                       generator: torch.Generator | None, null_conditions: torch.Tensor | None = None,
+                       guidance_scale: float = 1.0) -> torch.Tensor:
         """Token latents ``(N, C)`` denoised from ``temperature``-scaled noise by the diffusion head, conditioned on the
-        transformer's state of each token ``(N, hidden)``."""
+        transformer's state of each token ``(N, hidden)``; with ``null_conditions`` (the states under null concepts),
+        the head's noise prediction is guided, ``null + guidance_scale * (cond - null)``, as MAR (Li et al. 2024,
+        Sec. 5) guides its head."""
         shape = (len(conditions), self.transformer.config.latent_channels)
         sample = temperature * torch.randn(shape, generator=generator).to(conditions.device, conditions.dtype)
         self.head_scheduler.set_timesteps(num_head_steps, device=conditions.device)
         for t in self.head_scheduler.timesteps:
-            noise_pred = self.transformer.denoise(sample, t, conditions)
+            if null_conditions is None:
+                noise_pred = self.transformer.denoise(sample, t, conditions)
+            else:
+                pair = self.transformer.denoise(torch.cat([sample] * 2), t, torch.cat([conditions, null_conditions]))
+                noise_pred_cond, noise_pred_null = pair.chunk(2)
+                noise_pred = noise_pred_null + guidance_scale * (noise_pred_cond - noise_pred_null)
             sample = self.head_scheduler.step(noise_pred, t, sample, generator=generator).prev_sample
         return sample
 
@@ -111,7 +119,10 @@ class MARPipeline(DiffusionPipeline):
             num_inference_steps: Unmasking steps.
             num_head_steps: Denoising steps of the diffusion head per revealed token.
             temperature: Scale of the head's initial noise (1: the learned distribution).
-            guidance_scale: Only 1: classifier-free guidance of the head is not built; other values are refused.
+            guidance_scale: Classifier-free guidance of the diffusion head (MAR's): its noise prediction becomes
+                ``null + w * (cond - null)``, ``cond`` and ``null`` from the transformer's token states under the
+                prompt's concepts and under the null concepts; 1 disables it. Needs a transformer trained with
+                ``concept_dropout > 0`` (``--concept_dropout``).
             generator: A CPU ``torch.Generator``, or a list with one per image, for the reveal order and the head's
                 noise (reproducibility; a batch with a list reproduces single-image calls image for image).
             output_type: ``"pil"``, ``"np"`` (``(B, H, W, 3)`` floats in [0, 1]) or ``"pt"`` (``(B, 3, H, W)``).
@@ -137,9 +148,7 @@ class MARPipeline(DiffusionPipeline):
         inputs = prepare_concept_inputs(
             self.transformer, concepts, num_images_per_prompt, guidance_scale, concept_values, device=device
         )
-        if inputs.do_classifier_free_guidance:
-            raise ValueError(f"guidance_scale {guidance_scale}: classifier-free guidance of {type(self).__name__}'s "
-                             "token distributions is not built; sample with guidance_scale=1")
+        do_classifier_free_guidance = inputs.do_classifier_free_guidance
 
         # 3. Prepare the tokens: a (B, L, C) sequence of latents, every one masked unless given
         config = self.transformer.config
@@ -156,7 +165,12 @@ class MARPipeline(DiffusionPipeline):
         for step in self.progress_bar(range(num_inference_steps)):
             # the transformer's state for every token, from the revealed ones
             latents = tokens.transpose(1, 2).reshape(batch_size, channels, config.grid_size, -1)
-            output = self.transformer(latents, masked, **inputs.model_kwargs)
+            if do_classifier_free_guidance:  # conditional half first, then the null half
+                output = self.transformer(torch.cat([latents] * 2), torch.cat([masked] * 2), **inputs.model_kwargs)
+                conditions, null_conditions = output.conditions.chunk(2)
+            else:
+                conditions = self.transformer(latents, masked, **inputs.model_kwargs).conditions
+                null_conditions = None
 
             # pick as many masked tokens as the schedule reveals now, in a random order
             remaining = self.scheduler.num_masked_after(step, num_tokens, num_masked)
@@ -166,10 +180,14 @@ class MARPipeline(DiffusionPipeline):
             # denoise their latents from noise with the diffusion head, conditioned on each token's state (each image
             # from its own generator when given a list, as a call for it alone draws it)
             if isinstance(generator, list):
-                sample = torch.cat([self.denoise_tokens(output.conditions[i][reveal[i]], num_head_steps, temperature, g)
-                                    for i, g in enumerate(generator)])
+                sample = torch.cat([self.denoise_tokens(
+                    conditions[i][reveal[i]], num_head_steps, temperature, g,
+                    None if null_conditions is None else null_conditions[i][reveal[i]], guidance_scale)
+                    for i, g in enumerate(generator)])
             else:
-                sample = self.denoise_tokens(output.conditions[reveal], num_head_steps, temperature, generator)
+                sample = self.denoise_tokens(conditions[reveal], num_head_steps, temperature, generator,
+                                             None if null_conditions is None else null_conditions[reveal],
+                                             guidance_scale)
             tokens[reveal] = sample.to(tokens.dtype)
             masked &= ~reveal
             num_masked = remaining
