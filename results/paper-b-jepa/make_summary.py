@@ -32,6 +32,11 @@ PAPER_B = {
     "maskgit_jepa": {"every_class_below_0.1_until_step": 8000, "level2_peak": 0.65, "level2_peak_step": 20000,
                      "level2_end": 0.36, "end_step": 80000},
 }
+SETUP = {  # the study's cells (studies/paper_b_jepa.yaml, the cpu-long preset of examples/train_maskgit_jepa.py)
+    "steps": 20000, "hidden_size": 128, "num_layers": 4, "num_heads": 4, "train_batch_size": 64,
+    "learning_rate": 3e-4, "lr_warmup_steps": 1000, "jepa_weight": 0.6, "jepa_layers": [2, 3, 4],
+    "jepa_momentum": [0.996, 1.0], "eval_images_per_class": 50,
+}
 WINDOWS = [(1, 1000), (1001, 3000), (3001, 10000), (10001, 20000), (20001, 80000)]
 NEAR_ZERO = 0.05
 
@@ -72,7 +77,7 @@ def plot_curves(cells: dict[str, list[dict]], path: Path) -> None:
 def main() -> None:
     machine = json.loads((HERE / "cpu" / "summary.json").read_text())
     cells = {name: read_log(HERE / "cpu" / run["log"]) for name, run in machine["runs"].items()}
-    summary: dict = {"paper_b": PAPER_B, "machine": machine["machine"], "date": machine["date"],
+    summary: dict = {"paper_b": PAPER_B, "setup": SETUP, "machine": machine["machine"], "date": machine["date"],
                      "near_zero": NEAR_ZERO, "cells": {}, "arms": {}}
     for name, records in sorted(cells.items()):
         entry = {"last_step": int(records[-1]["step"]), "wall_clock_s": records[-1].get("wall_clock_s"),

@@ -204,6 +204,8 @@ def plot_mechanism(records: dict[str, dict[str, Any]], path: Path) -> None:
         layers = range(1, record["layers"] + 1)
         ax_heads.plot(layers, record["polysemanticity"]["polysemantic_heads_per_layer"], marker="o", label=label)
         ax_jaccard.plot(layers, record["circuit_overlap"]["per_layer"], marker="o", label=label)
+    for ax in (ax_heads, ax_jaccard):
+        ax.set_xticks(list(range(1, max(record["layers"] for record in records.values()) + 1)))
     ax_heads.set(xlabel="layer", ylabel="polysemantic heads", title="heads responding to >= 2 concepts")
     ax_jaccard.set(xlabel="layer", ylabel="Jaccard", title="overlap of concept circuits", ylim=(0, 1))
     ax_heads.legend(fontsize=8)
