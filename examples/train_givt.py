@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from compgen import GIVTTransformer, MaskGITScheduler
+from compgen.pipelines.concept_inputs import check_temperature
 from compgen.training.givt_task import GIVTTask
 from compgen.training.run_setup import prepare_run
 from compgen.training.token_model_setup import (
@@ -45,8 +46,7 @@ def check_arguments(args: argparse.Namespace) -> None:
     check_transformer_arguments(args, GIVTTransformer)
     if args.num_mixtures < 1 or args.eval_inference_steps < 1:
         raise ValueError("--num_mixtures and --eval_inference_steps must be at least 1")
-    if args.eval_temperature < 0:
-        raise ValueError(f"--eval_temperature must be >= 0, got {args.eval_temperature}")
+    check_temperature(args.eval_temperature, "--eval_temperature")
 
 
 def main(argv: list[str] | None = None) -> None:

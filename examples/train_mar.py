@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from compgen import MARTransformer, MaskGITScheduler
+from compgen.pipelines.concept_inputs import check_temperature
 from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
 from compgen.training.mar_task import MARTask
 from compgen.training.run_setup import prepare_run
@@ -50,8 +51,7 @@ def check_arguments(args: argparse.Namespace) -> None:
                  "eval_inference_steps", "eval_head_steps"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be at least 1, got {getattr(args, name)}")
-    if args.eval_temperature < 0:
-        raise ValueError(f"--eval_temperature must be >= 0, got {args.eval_temperature}")
+    check_temperature(args.eval_temperature, "--eval_temperature")
 
 
 def main(argv: list[str] | None = None) -> None:

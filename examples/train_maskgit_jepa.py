@@ -24,6 +24,7 @@ import torch
 from compgen import MaskGITScheduler, MaskGITTransformer
 from compgen.models.jepa import parse_jepa_layers
 from compgen.models.vq_tokenizer import token_grid_size
+from compgen.pipelines.concept_inputs import check_temperature
 from compgen.training.maskgit_task import JEPA_PREDICTOR_INITS, MaskGITTask, precompute_tokens
 from compgen.training.run_setup import prepare_run
 from compgen.training.token_model_setup import (
@@ -116,10 +117,11 @@ def check_arguments(args: argparse.Namespace) -> None:
     """Every option this script adds, checked before any work (a bad --jepa_layers must not cost a tokenizer)."""
     check_tokenizer_first_arguments(args)
     check_transformer_arguments(args, MaskGITTransformer)
-    if args.jepa_weight < 0:
-        raise ValueError(f"--jepa_weight must be non-negative (0 trains plain MaskGIT), got {args.jepa_weight}")
+    if not args.jepa_weight >= 0 or args.jepa_weight == float("inf"):
+        raise ValueError(f"--jepa_weight must be a finite number >= 0 (0 trains plain MaskGIT), got {args.jepa_weight}")
     if args.jepa_weight > 0:
         parse_jepa_layers(args.jepa_layers, args.num_layers)
+    check_temperature(args.eval_temperature, "--eval_temperature")
 
 
 if __name__ == "__main__":

@@ -257,7 +257,10 @@ def test_bad_options_stop_the_unet_script_before_any_work(argv, message, tmp_pat
 
 @pytest.mark.parametrize("argv, message", [
     (["--jepa_layers", "9"], "--jepa_layers '9': layers must lie in 1..2"),
-    (["--jepa_weight", "-0.5"], "--jepa_weight must be non-negative"),
+    (["--jepa_weight", "-0.5"], "--jepa_weight must be a finite number >= 0"),
+    (["--jepa_weight", "nan"], "--jepa_weight must be a finite number >= 0"),
+    (["--eval_temperature", "nan"], "--eval_temperature must be a finite number >= 0"),
+    (["--eval_temperature", "inf"], "--eval_temperature must be a finite number >= 0"),
 ])
 def test_bad_maskgit_options_stop_before_the_tokenizer_is_trained(argv, message, tmp_path, capsys):
     script = load_repo_script("examples/train_maskgit_jepa.py")
@@ -266,6 +269,35 @@ def test_bad_maskgit_options_stop_before_the_tokenizer_is_trained(argv, message,
                      "--num_layers", "2", *argv])
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "out" / "tokenizer").exists()
+
+
+@pytest.mark.parametrize("script_path, argv", [
+    *((script, argv) for script in ("examples/train_givt.py", "examples/train_mar.py")
+      for argv in (["--eval_temperature", "nan"], ["--eval_temperature", "inf"])),
+    *((script, ["--tokenizer", "kl", "--kl_weight", "nan"])
+      for script in ("examples/train_givt.py", "examples/train_mar.py", "examples/train_dit.py",
+                     "examples/train_vq_tokenizer.py")),
+])
+def test_non_finite_sampling_and_loss_weights_stop_the_latent_scripts_before_any_work(script_path, argv, tmp_path,
+                                                                                     capsys):
+    script = load_repo_script(script_path)
+    with pytest.raises(SystemExit) as exit_info:
+        script.main(["--cache_dir", str(tmp_path / "cache"), "--output_dir", str(tmp_path / "out"), *argv])
+    assert exit_info.value.code == 2 and "a finite number >= 0" in capsys.readouterr().err
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "out" / "tokenizer").exists()
+
+
+def test_non_finite_temperatures_are_refused_by_every_masked_pipeline():
+    from test_model_contract import givt, givt_pipeline, mar, mar_pipeline, maskgit, maskgit_pipeline
+
+    for pipe in (givt_pipeline(givt()), mar_pipeline(mar())):
+        for temperature in (float("nan"), float("inf"), -1.0):
+            with pytest.raises(ValueError, match="temperature must be a finite number >= 0"):
+                pipe("021", num_inference_steps=2, temperature=temperature)
+    pipe = maskgit_pipeline(maskgit())
+    for temperature in (float("nan"), (2.0, float("inf")), -1.0):
+        with pytest.raises(ValueError, match="temperature must be finite numbers >= 0"):
+            pipe("021", num_inference_steps=2, temperature=temperature)
 
 
 def test_a_leftover_tokenizer_with_other_options_is_refused_not_reused(tmp_path, capsys):

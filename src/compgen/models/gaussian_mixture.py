@@ -34,8 +34,8 @@ def mixture_sample(logits: torch.Tensor, means: torch.Tensor, log_scales: torch.
                    generator: torch.Generator | None = None) -> torch.Tensor:
     """One sample ``(..., C)`` per mixture. ``temperature`` scales every component's standard deviation (1 samples
     the mixture itself, 0 returns the mean of a component drawn by its weight); the component weights are kept."""
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if not math.isfinite(temperature) or temperature < 0:
+        raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
     probabilities = torch.softmax(logits.float(), dim=-1)
     flat = probabilities.reshape(-1, probabilities.shape[-1])
     component = torch.multinomial(flat.cpu(), 1, generator=generator).to(logits.device).view(*logits.shape[:-1], 1)

@@ -32,6 +32,14 @@ def check_sampling_options(output_type: str, num_inference_steps: int | None) ->
                          f"got {num_inference_steps!r}")
 
 
+def check_temperature(temperature: float, name: str = "temperature") -> None:
+    """A sampling temperature must be a finite number >= 0: NaN or inf would pass a ``< 0`` check and sample NaN
+    images (MAR), fail deep inside ``torch.multinomial`` (GIVT) or re-mask at random (MaskGIT)."""
+    if isinstance(temperature, bool) or not isinstance(temperature, int | float) or not math.isfinite(temperature) \
+            or temperature < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {temperature!r}")
+
+
 Generators = torch.Generator | list[torch.Generator] | None
 """A pipeline's ``generator``: one for the whole batch, or a list with one per image (the batch then reproduces the
 single-image calls with those generators, image for image), or ``None``."""

@@ -20,6 +20,7 @@ from .concept_inputs import (
     check_generators,
     check_sampling_options,
     check_step_callback,
+    check_temperature,
     prepare_concept_inputs,
 )
 from .tuple_dit import (
@@ -70,8 +71,7 @@ class MARPipeline(DiffusionPipeline):
         check_sampling_options(output_type, num_inference_steps)
         if num_inference_steps is None:
             raise ValueError("num_inference_steps must be a positive integer (masked decoding has no training steps)")
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        check_temperature(temperature)
 
     def denoise_tokens(self, conditions: torch.Tensor, num_head_steps: int, temperature: float,
                        generator: torch.Generator | None, null_conditions: torch.Tensor | None = None,

@@ -104,6 +104,9 @@ class MaskGITScheduler(SchedulerMixin, ConfigMixin):
         if num_inference_steps < 1:
             raise ValueError(f"num_inference_steps must be at least 1, got {num_inference_steps}")
         start, end = (temperature, 0.0) if isinstance(temperature, int | float) else temperature
+        for value in (start, end):
+            if not math.isfinite(float(value)) or float(value) < 0:
+                raise ValueError(f"temperature must be finite numbers >= 0, got {temperature!r}")
         self.num_inference_steps = num_inference_steps
         self.timesteps = torch.arange(num_inference_steps, device=device).flip(0)
         self.temperatures = torch.linspace(float(start), float(end), num_inference_steps, device=device)

@@ -69,8 +69,8 @@ class KLTask(TrainingTask):
         crop_size: int = 0,
         options: dict[str, Any] | None = None,
     ) -> None:
-        if kl_weight < 0:
-            raise ValueError(f"kl_weight must be non-negative, got {kl_weight}")
+        if not 0 <= kl_weight < float("inf"):
+            raise ValueError(f"kl_weight must be a finite number >= 0, got {kl_weight}")
         self.model = AutoencoderKLForTraining(vae)
         self.kl_weight = kl_weight
         self.crop_size = crop_size

@@ -4,6 +4,7 @@ export of the pipeline, and sampling for the evaluation."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +44,9 @@ class MaskedLatentTask(LatentTokenizerMixin, TrainingTask):
         if train_latents.ndim != 4 or tuple(train_latents.shape[1:]) != expected:
             raise ValueError(f"train_latents must be (N, {', '.join(map(str, expected))}), "
                              f"got {tuple(train_latents.shape)}")
-        if eval_inference_steps < 1 or eval_temperature < 0:
-            raise ValueError("eval_inference_steps must be at least 1 and eval_temperature at least 0")
+        if eval_inference_steps < 1 or not math.isfinite(eval_temperature) or eval_temperature < 0:
+            raise ValueError(f"eval_inference_steps must be at least 1 and eval_temperature a finite number >= 0, got "
+                             f"{eval_inference_steps} and {eval_temperature}")
         self.model = transformer
         self.tokenizer = tokenizer.eval().requires_grad_(False)
         self.scheduler = scheduler

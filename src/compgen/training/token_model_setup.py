@@ -389,8 +389,8 @@ def check_tokenizer_kind(args: argparse.Namespace, allow_kl: bool) -> None:
     if kind == "kl" and not allow_kl:
         raise ValueError("--tokenizer kl: this model predicts codebook indices, which a KL tokenizer does not have; "
                          "use --tokenizer vq (examples/train_dit.py takes --tokenizer kl)")
-    if kind == "kl" and (kl_latent_channels(args) < 1 or args.kl_weight < 0):
-        raise ValueError(f"--kl_latent_channels must be at least 1 and --kl_weight non-negative, got "
+    if kind == "kl" and (kl_latent_channels(args) < 1 or not 0 <= args.kl_weight < float("inf")):
+        raise ValueError(f"--kl_latent_channels must be at least 1 and --kl_weight a finite number >= 0, got "
                          f"{kl_latent_channels(args)} and {args.kl_weight}")
     if getattr(args, "vqvae_path", None) is not None and Path(args.vqvae_path, "config.json").is_file():
         found = tokenizer_kind(args.vqvae_path)
