@@ -78,3 +78,28 @@ def test_a_study_directory_copied_from_where_it_ran_still_yields_its_cells(tmp_p
     runs = collect_runs([study])
     assert runs == {"dit__full__h32__seed0": {"log": cell / "learning_dynamics.jsonl", "samples": cell / "samples",
                                               "command": "train.py"}}
+
+
+def test_two_runs_of_one_name_are_refused_and_a_study_name_cannot_leave_the_folder(tmp_path):
+    """Two studies whose cells share a name would give one results-folder log for two runs; a study named like a path
+    would write its overlays outside ``--output``. Both are refused, naming the problem."""
+    from compgen.evaluation.results_folder import collect_runs, write_results
+
+    def study(directory: Path, name: str) -> Path:
+        cell = directory / "cells" / "dit__full__h32__seed0"
+        cell.mkdir(parents=True)
+        (cell / "learning_dynamics.jsonl").write_text("\n".join(json.dumps(r) for r in _records([0.2, 1.0])) + "\n")
+        (directory / "plots").mkdir()
+        (directory / "plots" / "overlay_probes.png").write_bytes(b"png")
+        (directory / "summary.json").write_text(json.dumps({"study": name, "steps": 2, "arms": {}, "cells": [
+            {"output_dir": str(cell), "command": "train.py"}]}))
+        return directory
+
+    first, second = study(tmp_path / "a", "one"), study(tmp_path / "b", "two")
+    with pytest.raises(ValueError, match="two runs are named 'dit__full__h32__seed0'"):
+        collect_runs([first, second])
+    assert len(collect_runs([first, first])) == 1  # the same run given twice is one run
+    escaping = study(tmp_path / "c", "../../escaped")
+    with pytest.raises(ValueError, match="cannot name files in a results folder"):
+        write_results([escaping], tmp_path / "out" / "folder", machine="test")
+    assert not (tmp_path / "escaped_overlay_probes.png").exists() and not (tmp_path / "out").exists()

@@ -104,6 +104,22 @@ def arm_statistics(arms: dict[str, Sequence[str]], summary: dict[str, Any],
     return out
 
 
+def _add_run(runs: dict[str, dict[str, Any]], name: str, run: dict[str, Any]) -> None:
+    """Add a run under ``name``, refusing a second run of that name (one would silently replace the other's log)."""
+    if name in runs and Path(runs[name]["log"]).resolve() != Path(run["log"]).resolve():
+        raise ValueError(f"two runs are named {name!r}: {runs[name]['log']} and {run['log']}; give them to separate "
+                         "results folders, or rename one (a results folder keys its logs by run name)")
+    runs[name] = run
+
+
+def _safe_study_name(name: str) -> str:
+    """A study's name as part of a file name in the results folder: no path separators, no ``..``, not empty."""
+    if not name or "/" in name or "\\" in name or name in (".", "..") or name.startswith(".."):
+        raise ValueError(f"study name {name!r} cannot name files in a results folder (a path would write outside "
+                         "--output); rename the study")
+    return name
+
+
 def collect_runs(sources: Sequence[str | Path]) -> dict[str, dict[str, Any]]:
     """``{run name: {"log": path, "samples": dir or None, "command": str or None}}`` from learning-dynamics logs and
     study directories (every cell of a study that logged, named after its cell directory)."""
@@ -117,11 +133,11 @@ def collect_runs(sources: Sequence[str | Path]) -> dict[str, dict[str, Any]]:
                     directory = source / "cells" / directory.name
                 log = directory / "learning_dynamics.jsonl"
                 if log.is_file():
-                    runs[directory.name] = {"log": log, "samples": directory / "samples",
-                                            "command": cell.get("command")}
+                    _add_run(runs, directory.name, {"log": log, "samples": directory / "samples",
+                                                    "command": cell.get("command")})
         elif source.is_file():
-            runs[source.name.removesuffix(".jsonl").removesuffix("_learning_dynamics")] = {
-                "log": source, "samples": None, "command": None}
+            _add_run(runs, source.name.removesuffix(".jsonl").removesuffix("_learning_dynamics"),
+                     {"log": source, "samples": None, "command": None})
         else:
             raise FileNotFoundError(f"{source} is neither a learning-dynamics log nor a study directory "
                                     "(with summary.json)")
@@ -139,6 +155,9 @@ def write_results(sources: Sequence[str | Path], output: str | Path, machine: st
 
     output = Path(output)
     runs = collect_runs(sources)
+    for source in map(Path, sources):  # every study's name checked before anything is written
+        if source.is_dir() and (source / "summary.json").is_file():
+            _safe_study_name(str(json.loads((source / "summary.json").read_text())["study"]))
     (output / "logs").mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {"date": date or dates.today().isoformat(), "machine": machine, "runs": {}}
     for name, run in runs.items():
@@ -161,12 +180,13 @@ def write_results(sources: Sequence[str | Path], output: str | Path, machine: st
         if source.is_dir() and (source / "summary.json").is_file():
             study = json.loads((source / "summary.json").read_text())
             # A study run in parts (e.g. on two machines) merges into one entry; the first part's overlays stay.
-            entry = summary.setdefault("studies", {}).setdefault(study["study"], {"steps": study["steps"], "arms": {}})
+            name = _safe_study_name(str(study["study"]))
+            entry = summary.setdefault("studies", {}).setdefault(name, {"steps": study["steps"], "arms": {}})
             entry["arms"].update(study["arms"])
             if (source / "plots").is_dir():
                 (output / "figures").mkdir(parents=True, exist_ok=True)
                 for overlay in (source / "plots").glob("overlay_*.png"):
-                    target = output / "figures" / f"{study['study']}_{overlay.name}"
+                    target = output / "figures" / f"{name}_{overlay.name}"
                     if not target.exists():
                         shutil.copyfile(overlay, target)
     if arms:
