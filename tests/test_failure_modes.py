@@ -287,6 +287,31 @@ def test_non_finite_sampling_and_loss_weights_stop_the_latent_scripts_before_any
     assert not (tmp_path / "cache").exists() and not (tmp_path / "out" / "tokenizer").exists()
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["--vqvae_path", "/nonexistent/tokenizer"], "holds no tokenizer (no config.json there)"),
+    (["--vq_crop_size", "13"], "--vq_crop_size 13 must be a multiple of the tokenizer's downsampling, 4"),
+])
+def test_a_tokenizer_that_cannot_be_is_refused_before_any_work(argv, message, tmp_path, capsys):
+    script = load_repo_script("examples/train_maskgit_jepa.py")
+    with pytest.raises(SystemExit) as exit_info:
+        script.main(["--cache_dir", str(tmp_path / "cache"), "--output_dir", str(tmp_path / "out"),
+                     "--vq_block_out_channels", "8,8,8", *argv])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "cache").exists()
+
+
+def test_a_vqvae_path_at_an_export_root_names_its_tokenizer(tmp_path, capsys):
+    from conftest import tiny_tokenizer
+
+    tiny_tokenizer(kl=False, channels=4).save_pretrained(tmp_path / "run" / "vqvae")
+    script = load_repo_script("examples/train_maskgit_jepa.py")
+    with pytest.raises(SystemExit):
+        script.main(["--cache_dir", str(tmp_path / "cache"), "--output_dir", str(tmp_path / "out"),
+                     "--vqvae_path", str(tmp_path / "run")])
+    assert f"pass {tmp_path / 'run' / 'vqvae'}" in capsys.readouterr().err
+    assert not (tmp_path / "cache").exists()
+
+
 def test_non_finite_temperatures_are_refused_by_every_masked_pipeline():
     from test_model_contract import givt, givt_pipeline, mar, mar_pipeline, maskgit, maskgit_pipeline
 

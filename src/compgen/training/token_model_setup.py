@@ -121,6 +121,10 @@ def check_vq_tokenizer_arguments(args: argparse.Namespace) -> None:
             raise ValueError(f"--{name} must be at least 2, got {getattr(args, name)}")
     if args.vq_crop_size < 0 or args.vq_restart_every < 0 or args.vq_commitment_cost < 0:
         raise ValueError("--vq_crop_size, --vq_restart_every and --vq_commitment_cost must be non-negative")
+    downsampling = 2 ** (len(widths) - 1)
+    if args.vq_crop_size % downsampling:
+        raise ValueError(f"--vq_crop_size {args.vq_crop_size} must be a multiple of the tokenizer's downsampling, "
+                         f"{downsampling} for {len(widths)} --vq_block_out_channels (0: no crops)")
 
 
 def reusable_tokenizer(directory: Path, options: dict[str, Any], overwrite: bool) -> bool:
@@ -392,7 +396,12 @@ def check_tokenizer_kind(args: argparse.Namespace, allow_kl: bool) -> None:
     if kind == "kl" and (kl_latent_channels(args) < 1 or not 0 <= args.kl_weight < float("inf")):
         raise ValueError(f"--kl_latent_channels must be at least 1 and --kl_weight a finite number >= 0, got "
                          f"{kl_latent_channels(args)} and {args.kl_weight}")
-    if getattr(args, "vqvae_path", None) is not None and Path(args.vqvae_path, "config.json").is_file():
+    path = getattr(args, "vqvae_path", None)
+    if path is not None and not Path(path, "config.json").is_file():
+        exports = [name for name in ("vqvae", "vae", "tokenizer") if Path(path, name, "config.json").is_file()]
+        hint = f"; it is a run or pipeline export: pass {Path(path, exports[0])}" if exports else ""
+        raise ValueError(f"--vqvae_path {path} holds no tokenizer (no config.json there){hint}")
+    if path is not None and Path(path, "config.json").is_file():
         found = tokenizer_kind(args.vqvae_path)
         if found != kind:
             raise ValueError(f"--vqvae_path {args.vqvae_path} holds a {TOKENIZER_CLASSES[found].__name__} but "
