@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,7 +114,7 @@ def _lock(directory: Path) -> int:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            holder = _holder_pid(fd)
             os.close(fd)
             raise RunDirectoryInUseError(
                 f"--output_dir {directory} is in use by another run (pid {holder}): two runs in one directory would "
@@ -126,6 +127,17 @@ def _lock(directory: Path) -> int:
                 os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
                 return fd
         os.close(fd)
+
+
+def _holder_pid(fd: int, attempts: int = 50) -> str:
+    """The pid the holder of the lock on ``fd`` wrote into it. A holder writes its pid just after it takes the lock, so
+    a claim refused in between waits for it (up to ``attempts`` x 10 ms) instead of naming no one."""
+    for _ in range(attempts):
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        if holder:
+            return holder
+        time.sleep(0.01)
+    return "unknown"
 
 
 def claims_held() -> frozenset[Path]:
