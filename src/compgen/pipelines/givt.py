@@ -23,7 +23,13 @@ from .concept_inputs import (
     check_temperature,
     prepare_concept_inputs,
 )
-from .tuple_dit import check_tokenizer, decode_standardized_latents, masked_token_latents, token_grid, uniform_scores
+from .tuple_dit import (
+    check_tokenizer,
+    decode_standardized_latents,
+    masked_token_latents,
+    token_step_callback,
+    uniform_scores,
+)
 
 
 class GIVTPipeline(DiffusionPipeline):
@@ -153,12 +159,8 @@ class GIVTPipeline(DiffusionPipeline):
             num_masked = remaining
 
             if callback_on_step_end is not None:
-                callback_kwargs = {name: {"latents": token_grid(tokens, masked, config.grid_size)}[name]
-                                   for name in callback_on_step_end_tensor_inputs}
-                callback_outputs = callback_on_step_end(self, step, step, callback_kwargs)
-                if "latents" in callback_outputs:
-                    returned = callback_outputs.pop("latents").flatten(2).transpose(1, 2).to(tokens)
-                    tokens = torch.where(masked.unsqueeze(-1), tokens, returned)
+                tokens = token_step_callback(self, step, callback_on_step_end, callback_on_step_end_tensor_inputs,
+                                             tokens, masked, config.grid_size)
 
         # 6. Decode: the token sequence as a standardized latent grid, through the tokenizer
         latents = tokens.transpose(1, 2).reshape(batch_size, channels, config.grid_size, config.grid_size)

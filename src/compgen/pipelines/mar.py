@@ -28,7 +28,7 @@ from .tuple_dit import (
     check_unclipped_scheduler,
     decode_standardized_latents,
     masked_token_latents,
-    token_grid,
+    token_step_callback,
     uniform_scores,
 )
 
@@ -193,12 +193,8 @@ class MARPipeline(DiffusionPipeline):
             num_masked = remaining
 
             if callback_on_step_end is not None:
-                callback_kwargs = {name: {"latents": token_grid(tokens, masked, config.grid_size)}[name]
-                                   for name in callback_on_step_end_tensor_inputs}
-                callback_outputs = callback_on_step_end(self, step, step, callback_kwargs)
-                if "latents" in callback_outputs:
-                    returned = callback_outputs.pop("latents").flatten(2).transpose(1, 2).to(tokens)
-                    tokens = torch.where(masked.unsqueeze(-1), tokens, returned)
+                tokens = token_step_callback(self, step, callback_on_step_end, callback_on_step_end_tensor_inputs,
+                                             tokens, masked, config.grid_size)
 
         # 6. Decode: the token sequence as a standardized latent grid, through the tokenizer
         latents = tokens.transpose(1, 2).reshape(batch_size, channels, config.grid_size, config.grid_size)

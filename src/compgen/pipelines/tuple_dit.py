@@ -254,6 +254,18 @@ def token_grid(tokens: torch.Tensor, masked: torch.BoolTensor, grid_size: int) -
     return grid.reshape(tokens.shape[0], tokens.shape[2], grid_size, grid_size)
 
 
+def token_step_callback(pipe: Any, step: int, callback: Callable[..., dict[str, Any]], tensor_inputs: Sequence[str],
+                        tokens: torch.Tensor, masked: torch.BoolTensor, grid_size: int) -> torch.Tensor:
+    """A masked-token pipeline's (GIVT, MAR) step callback: hands over the tokens as a grid (``NaN`` where masked) and
+    returns the tokens with the revealed ones replaced by those of a ``"latents"`` entry it gives back."""
+    outputs = callback(pipe, step, step, {name: {"latents": token_grid(tokens, masked, grid_size)}[name]
+                                          for name in tensor_inputs})
+    if "latents" not in outputs:
+        return tokens
+    returned = outputs.pop("latents").flatten(2).transpose(1, 2).to(tokens)
+    return torch.where(masked.unsqueeze(-1), tokens, returned)
+
+
 def uniform_scores(generator: Generators, batch_size: int, num_tokens: int) -> torch.Tensor:
     """``U(0, 1)`` scores ``(batch_size, num_tokens)`` on the CPU: from one generator, or row by row from one per
     image (each row then what a batch of that image alone draws)."""
