@@ -31,6 +31,7 @@ from diffusers.models.modeling_utils import ModelMixin
 from diffusers.models.unets.unet_2d import UNet2DOutput
 from safetensors.torch import save_file
 
+from compgen import TupleConditionedUNet2DModel
 from compgen.cli import ArgumentParser, parse_widths
 from compgen.concepts import ConceptSpace
 from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
@@ -132,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
                    "eval_inference_steps", "concept_dropout", "concept_modulation", "block_type", "norm_type"):
         parser.add_argument(f"--{option}", default=None, help=argparse.SUPPRESS)  # accepted for flag parity
     PEER = import_peer(parser.parse_known_args(argv)[0].peer_dir)
-    args, config, run = prepare_run(parser, UNET_SCRIPT.PRESETS, argv)
+    args, config, run = prepare_run(parser, UNET_SCRIPT.PRESETS, argv, model_class=TupleConditionedUNet2DModel)
     peer = PeerUNet(
         concept_space=run.train_data.space.to_pairs(),
         continuous_concepts=run.continuous_concepts,

@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     model.add_argument("--num_train_timesteps", type=int, default=500)
     model.add_argument("--prediction_type", default="epsilon", choices=["epsilon", "v_prediction", "sample"])
     model.add_argument("--eval_inference_steps", type=int, default=20)
-    args, config, run = prepare_run(parser, PRESETS, argv, validate=check_arguments)
+    args, config, run = prepare_run(parser, PRESETS, argv, validate=check_arguments, model_class=TupleConditionedDiT)
 
     tokenizer, report = load_or_train_tokenizer(args, run, Path(config.output_dir))
     with run.profile.phase("startup: model and task (latents, transformer)"):

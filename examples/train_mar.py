@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     model.add_argument("--eval_inference_steps", type=int, default=12)
     model.add_argument("--eval_head_steps", type=int, default=25)
     model.add_argument("--eval_temperature", type=float, default=1.0, help="scale of the head's initial noise")
-    args, config, run = prepare_run(parser, PRESETS, argv, validate=check_arguments)
+    args, config, run = prepare_run(parser, PRESETS, argv, validate=check_arguments, model_class=MARTransformer)
 
     tokenizer, report = load_or_train_tokenizer(args, run, Path(config.output_dir))
     with run.profile.phase("startup: model and task (latents, transformer)"):

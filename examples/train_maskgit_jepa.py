@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     sampling = parser.add_argument_group("evaluation sampling")
     sampling.add_argument("--eval_inference_steps", type=int, default=12)
     sampling.add_argument("--eval_temperature", type=float, default=2.0)
-    args, config, run = prepare_run(parser, PRESETS, argv, validate=check_arguments)
+    args, config, run = prepare_run(parser, PRESETS, argv, validate=check_arguments, model_class=MaskGITTransformer)
     output_dir = Path(config.output_dir)
 
     vqvae, report = load_or_train_tokenizer(args, run, output_dir)

@@ -97,7 +97,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--norm_type", default="group", choices=["group", "batch"],
                         help="normalisation in the conv blocks: GroupNorm, or BatchNorm as the official code")
     parser.add_argument("--eval_inference_steps", type=int, default=20)
-    args, config, run = prepare_run(parser, PRESETS, argv, validate=check_arguments)
+    args, config, run = prepare_run(parser, PRESETS, argv, validate=check_arguments,
+                                    model_class=TupleConditionedUNet2DModel)
 
     unet = TupleConditionedUNet2DModel(
         sample_size=run.train_data.image_size,

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import argparse
 
+from compgen.training.fine_tuning import resolve_initial_weights
 from compgen.training.run_setup import prepare_run
 from compgen.training.token_model_setup import (
+    TOKENIZER_CLASSES,
     VQ_PRESETS,
     add_tokenizer_kind_arguments,
     add_vq_tokenizer_arguments,
@@ -46,8 +48,10 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def check_arguments(args: argparse.Namespace) -> None:
-    """The tokenizer's flags, either kind, before any work."""
+    """The tokenizer's flags, either kind, before any work (``--init_from`` a tokenizer of that kind)."""
     check_vq_tokenizer_arguments(args)
+    if args.init_from:
+        resolve_initial_weights(args.init_from).check_model_class(TOKENIZER_CLASSES[args.tokenizer])
     check_tokenizer_kind(args, allow_kl=True)
 
 

@@ -37,10 +37,24 @@ def test_fine_tuning_cells_start_from_the_same_seed_of_their_source_after_it(tmp
     ({"steps": 0}, "steps must be a positive integer"),
     ({"tokens": True}, "cannot use tokens"),
     ({"conditioning": ["quantized"]}, "no cells of conditioning"),
+    ({"script": "examples/train_givt.py"}, "fine-tunes weights of its own architecture"),  # issue 42, case 3
 ])
 def test_fine_tuning_models_are_checked_before_any_work(change, message):
     with pytest.raises(ValueError, match=message):
         Study.from_dict(spec(**change), base_dir=".")
+
+
+def test_a_fine_tuning_model_on_other_tokens_than_its_source_is_refused():
+    """Issue 42, case 2: a fine-tuned model keeps its source's tokenizer, so ``tokens`` naming another is refused."""
+    givt = "examples/train_givt.py"
+    tokenizers = {"vq": {"script": "examples/train_vq_tokenizer.py"},
+                  "kl": {"script": "examples/train_vq_tokenizer.py", "flags": {"tokenizer": "kl"}}}
+    base = {"name": "t", "seeds": [0], "steps": 4, "datasets": ["okawa-h32-train1"], "tokenizers": tokenizers,
+            "models": {"src": {"script": givt, "tokens": "vq"}, "ft": {"script": givt, "init_from": "src"}}}
+    Study.from_dict(base, base_dir=".")  # no tokens: the source's
+    base["models"]["ft"]["tokens"] = "kl"
+    with pytest.raises(ValueError, match="keeps its source's tokenizer"):
+        Study.from_dict(base, base_dir=".")
 
 
 def test_a_source_on_two_datasets_is_refused():

@@ -257,6 +257,14 @@ class Study:
             self.models[source].get("conditioning", self.conditioning))
         if missing:
             raise ValueError(f"{where}: init_from {source!r} has no cells of conditioning {sorted(missing)}")
+        scripts = [self.models[name].get("script") for name in (name, source)]
+        if all(isinstance(script, str) for script in scripts) and len({self.path(x).resolve() for x in scripts}) > 1:
+            raise ValueError(f"{where}: init_from {source!r} trains with {self.models[source]['script']}, this model "
+                             f"with {model['script']}: a model fine-tunes weights of its own architecture")
+        if "tokens" in model and self.model_tokenizer(model) != self.model_tokenizer(self.models[source]):
+            raise ValueError(f"{where}: tokens {model['tokens']!r}, but init_from {source!r} decodes through "
+                             f"{self.models[source].get('tokens', False)!r}: a fine-tuned model keeps its source's "
+                             "tokenizer (leave tokens out)")
 
     def tokenizer_specs(self) -> dict[str, dict[str, Any]]:
         """The study's tokenizers by name: the entries of ``tokenizers``, and ``tokenizer`` under the name ``""``."""

@@ -8,7 +8,8 @@ functions of ``(seed, s)`` (see :mod:`compgen.training.task`), so no random-numb
   hyperparameters);
 - ``lr_scheduler.json``: the learning-rate scheduler's state;
 - ``<name>.safetensors``: further modules (the EMA weights, a JEPA target encoder);
-- ``trainer_state.json``: step, images seen, the configuration and the run id.
+- ``trainer_state.json``: step, images seen, the configuration and the run id;
+- ``model_config.json``: the diffusers configurations of the model and its parts, by class name.
 
 Every rank holds the same weights and optimizer state under data parallelism, so the main process alone writes, to a
 temporary directory renamed into place (a checkpoint directory is always whole).
@@ -31,6 +32,9 @@ OPTIMIZER_TENSORS_NAME = "optimizer.safetensors"
 OPTIMIZER_STATE_NAME = "optimizer.json"
 LR_SCHEDULER_NAME = "lr_scheduler.json"
 TRAINER_STATE_NAME = "trainer_state.json"
+MODEL_CONFIG_NAME = "model_config.json"
+"""The configurations of the checkpointed model and its diffusers parts, by class name: what ``--init_from`` reads to
+refuse another architecture before any work and to keep a latent model's statistics (not used by resume)."""
 CHECKPOINTS_DIR = "checkpoints"
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
 
@@ -84,6 +88,15 @@ def save_checkpoint(
     for name, module in modules.items():
         save_file(_tensor_dict(module), str(directory / f"{name}.safetensors"))
     (directory / TRAINER_STATE_NAME).write_text(json.dumps(trainer_state, indent=2))
+    (directory / MODEL_CONFIG_NAME).write_text(json.dumps(model_configs(model), indent=2))
+
+
+def model_configs(model: nn.Module) -> dict[str, dict[str, Any]]:
+    """The diffusers configurations (``ConfigMixin``) of ``model`` and its direct children, by class name."""
+    from diffusers.configuration_utils import ConfigMixin
+
+    return {type(module).__name__: json.loads(module.to_json_string())
+            for module in (model, *model.children()) if isinstance(module, ConfigMixin)}
 
 
 def _read(path: Path, reader):

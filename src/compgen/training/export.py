@@ -5,6 +5,7 @@ Kept out of the loop (:mod:`~compgen.training.trainer`): the loop decides *when*
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -14,12 +15,15 @@ from torch import nn
 
 from ..concepts import ConceptGraph
 from .config import TrainingConfig
+from .run_directory import EXPORT_STATE_NAME
 from .task import TrainingTask
 
 
 def export_run(output_dir: Path, task: TrainingTask, model: nn.Module, records: list[dict[str, Any]],
-               graph: ConceptGraph, config: TrainingConfig, dataset_name: str | None = None) -> None:
-    """``save_pretrained`` the pipeline of ``model`` into ``output_dir`` and write its model card, as one unit.
+               graph: ConceptGraph, config: TrainingConfig, dataset_name: str | None = None, step: int | None = None
+               ) -> None:
+    """``save_pretrained`` the pipeline of ``model`` into ``output_dir`` and write its model card (and, given its
+    ``step``, :data:`EXPORT_STATE_NAME`), as one unit.
 
     Both are written to a temporary directory first. Then the loading marker of the previous export
     (``model_index.json``, or ``config.json`` for a bare model) is removed, the new components and card are
@@ -35,6 +39,8 @@ def export_run(output_dir: Path, task: TrainingTask, model: nn.Module, records: 
     task.save_pretrained(model, tmp)
     write_model_card(tmp, records=records, graph=graph, config=config, details=task.model_card_details(),
                      dataset_name=dataset_name)
+    if step is not None:
+        (tmp / EXPORT_STATE_NAME).write_text(json.dumps({"step": step}) + "\n")
     marker = "model_index.json" if (tmp / "model_index.json").exists() else "config.json"
     for name in ("model_index.json", "config.json"):
         if (output_dir / name).is_file():

@@ -39,6 +39,9 @@ each."""
 SAMPLES_DIR = "samples"
 EXPORT_MARKERS = ("model_index.json", "config.json", "README.md")
 """Files that only a finished run (an export and its model card) leaves in its output directory."""
+EXPORT_STATE_NAME = "export_state.json"
+"""Written with an export: the (logged) step its weights were taken at, so that ``--init_from`` on a run directory
+that trained on past its export (a resumed run) labels the export's weights with their own step."""
 
 
 class RunDirectoryInUseError(RuntimeError):
@@ -191,7 +194,7 @@ class RunDirectory:
     def run_files(self) -> list[Path]:
         """What a run leaves here (checkpoints, log, samples, export, card), as far as present."""
         return [self.path / name for name in (CHECKPOINTS_DIR, LOG_NAME, TRAINING_LOG_NAME, SAMPLES_DIR,
-                                                              *EXPORT_MARKERS)
+                                                              *EXPORT_MARKERS, EXPORT_STATE_NAME)
                 if (self.path / name).exists()]
 
     def start(self, config: TrainingConfig, num_processes: int) -> RunStart:

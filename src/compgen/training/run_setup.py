@@ -38,7 +38,7 @@ from ..data.loading import (
 )
 from ..models.config_bounds import CONFIG_BOUNDS, check_config_bounds
 from .config import TrainingConfig, add_training_arguments, config_from_args, multi_cpu_launch
-from .fine_tuning import resolve_initial_weights
+from .fine_tuning import check_init_from
 from .profile import RunProfile
 from .run_directory import RunDirectory, RunDirectoryInUseError, RunStart
 from .task import TrainingTask, check_batch_fits
@@ -151,9 +151,11 @@ def prepare_run(
     presets: dict[str, dict[str, Any]],
     argv: list[str] | None = None,
     validate: Callable[[argparse.Namespace], None] | None = None,
+    model_class: type | None = None,
 ) -> tuple[argparse.Namespace, TrainingConfig, TrainingRun]:
     """Add the shared flags, apply the preset and dataset defaults, parse, check every option (the shared ones and the
     script's own through ``validate``, which raises ``ValueError``), then load the data and the probes.
+    ``model_class`` (the class the script trains) lets ``--init_from`` refuse another architecture before any work.
 
     An invalid option stops the script with an argparse message (exit status 2) before any work is done."""
     parser.add_argument("--preset", choices=sorted(presets), default=None, help="named option set (flags override it)")
@@ -185,8 +187,8 @@ def prepare_run(
         celeba_options = celeba_builder_options(args)
         _check_dataset_config(args)
         config.check_environment()
-        if config.init_from:
-            resolve_initial_weights(config.init_from)  # a path that holds no usable weights fails here, not later
+        if config.init_from:  # a path that holds no usable weights fails here, not later
+            check_init_from(config.init_from, config.output_dir, model_class)
         if state.is_main_process:
             start = RunDirectory(config.output_dir).start(config, state.num_processes)
             claim = start.claim

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 from diffusers import AutoencoderKL, VQModel
+from safetensors.torch import load_file
 
 from ..atomic_io import atomic_write_text
 from ..cli import parse_widths
@@ -27,6 +28,7 @@ from ..evaluation.tokenizer_report import RECONSTRUCTION_REPORT_NAME
 from ..models.concept_embedding import ConceptConditionedMixin
 from ..models.kl_tokenizer import build_kl_tokenizer
 from ..models.vq_tokenizer import build_vq_tokenizer
+from .fine_tuning import resolve_initial_weights
 from .kl_task import DEFAULT_KL_WEIGHT, KLTask
 from .run_setup import TrainingRun
 from .vq_task import VQTask
@@ -224,7 +226,7 @@ def check_tokenizer_first_arguments(args: argparse.Namespace, allow_kl: bool = F
     check_tokenizer_kind(args, allow_kl)
     if args.vq_steps < 1:
         raise ValueError(f"--vq_steps must be at least 1, got {args.vq_steps}")
-    if args.vqvae_path is None:
+    if fine_tuning_tokenizer(args) is None and args.vqvae_path is None:
         reusable_tokenizer(Path(args.output_dir) / TOKENIZER_DIR,
                            tokenizer_options(args, args.vq_steps, args.vq_learning_rate),
                            overwrite=args.overwrite_output_dir)
@@ -279,11 +281,16 @@ def add_latent_transformer_arguments(parser: argparse.ArgumentParser, title: str
 
 def latent_transformer_options(args: argparse.Namespace, run: TrainingRun, tokenizer) -> tuple[Any, dict[str, Any]]:
     """The training latents and what a transformer over them is built with (:func:`token_transformer_options`, the
-    latent statistics, ``--position_embedding_std``)."""
+    latent statistics, ``--position_embedding_std``). A fine-tuning run (``--init_from``) keeps the source model's
+    latent statistics, as it keeps its tokenizer (:func:`fine_tuning_tokenizer`)."""
     from ..models.vq_tokenizer import token_grid_size
     from .dit_task import latent_model_options
 
     latents, options = latent_model_options(tokenizer, run.train_data.images)
+    if args.init_from:  # the loaded weights work on the source's standardized latents: keep its statistics
+        source = next(config for config in resolve_initial_weights(args.init_from).model_configs.values()
+                      if "latent_mean" in config)
+        options = {name: source[name] for name in ("latent_channels", "latent_mean", "latent_std")}
     return latents, (token_transformer_options(args, run, token_grid_size(tokenizer)) | options
                      | {"position_embedding_std": args.position_embedding_std})
 
@@ -305,7 +312,7 @@ def load_or_train_tokenizer(args: argparse.Namespace, run: TrainingRun, output_d
     to ``OUTPUT/vq_reconstruction.json``; ``None`` without probes)."""
     vq_dir = Path(output_dir) / TOKENIZER_DIR
     options = tokenizer_options(args, args.vq_steps, args.vq_learning_rate)
-    path = args.vqvae_path
+    path = fine_tuning_tokenizer(args) or args.vqvae_path
     if path is None and reusable_tokenizer(vq_dir, options, overwrite=run.config.overwrite_output_dir):
         path = vq_dir
     if path is None:
@@ -380,6 +387,36 @@ def tokenizer_kind(path: str | Path) -> str:
         if class_name == cls.__name__:
             return kind
     raise ValueError(f"{path} holds a {class_name}, not a tokenizer (VQModel or AutoencoderKL)")
+
+
+def fine_tuning_tokenizer(args: argparse.Namespace) -> Path | None:
+    """With ``--init_from``, the tokenizer the source's model read, kept as it is: the loaded transformer has learned
+    its tokens (and a latent model its latent statistics), so retraining it on the new data would hand the
+    transformer latents it was never trained on. ``None`` without ``--init_from``, or when the source does not
+    record its tokenizer and ``--vqvae_path`` names one. Refuses, before any work, a source without a tokenizer, one
+    of the other kind than ``--tokenizer`` and a ``--vqvae_path`` with other weights."""
+    if not getattr(args, "init_from", None):
+        return None
+    source = resolve_initial_weights(args.init_from).tokenizer
+    given = getattr(args, "vqvae_path", None)
+    if source is None:
+        if given is None:
+            raise ValueError(f"--init_from {args.init_from}: the tokenizer its model read is not there (no vqvae/ or "
+                             "vae/ beside an export, no tokenizer/ or recorded --vqvae_path beside a checkpoint); "
+                             "pass it with --vqvae_path")
+        return None
+    kind, found = getattr(args, "tokenizer", "vq"), tokenizer_kind(source)
+    if found != kind:
+        raise ValueError(f"--init_from {args.init_from}: its model read a {TOKENIZER_CLASSES[found].__name__} "
+                         f"({source}), but --tokenizer is {kind}; a fine-tuned model keeps its tokenizer: pass "
+                         f"--tokenizer {found}")
+    if given is not None and Path(given).resolve() != source.resolve():
+        weights = "diffusion_pytorch_model.safetensors"
+        mine, theirs = load_file(str(Path(given) / weights)), load_file(str(source / weights))
+        if set(mine) != set(theirs) or any(not torch.equal(mine[k], theirs[k]) for k in mine):
+            raise ValueError(f"--vqvae_path {given} is not the tokenizer the --init_from model read ({source}); a "
+                             "fine-tuned model keeps its tokenizer: leave --vqvae_path out")
+    return source
 
 
 def load_tokenizer(path: str | Path) -> VQModel | AutoencoderKL:

@@ -411,7 +411,7 @@ class Trainer:
             if accelerator.is_main_process:
                 final_model = state.ema.shadow if state.ema is not None else accelerator.unwrap_model(state.model)
                 records = read_log(self.log_path) if self.log_path.is_file() else []
-                self.export(final_model, records)
+                self.export(final_model, records, state.step + self.step_offset)
                 if config.push_to_hub:
                     from ..hub import upload_folder_to_hub
 
@@ -424,6 +424,6 @@ class Trainer:
                 tracker.finish()
         return records
 
-    def export(self, model: nn.Module, records: list[dict[str, Any]]) -> None:
+    def export(self, model: nn.Module, records: list[dict[str, Any]], step: int) -> None:
         """``save_pretrained`` the pipeline and write its model card as one unit (:func:`export_run`)."""
-        export_run(self.output_dir, self.task, model, records, self.graph, self.config, self.dataset_name)
+        export_run(self.output_dir, self.task, model, records, self.graph, self.config, self.dataset_name, step)
