@@ -25,7 +25,6 @@ the same skipping, resuming and summary; a failed job is reported with its log::
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import signal
 import sys
@@ -33,26 +32,12 @@ from pathlib import Path
 
 from compgen.studies import Study, run_study
 from compgen.studies.launchers import SUBMITIT_CLUSTERS, SubmititLauncher
+from compgen.studies.orchestration import part_cells
 from compgen.studies.records import StudyChangedError
 from compgen.studies.smoke import smoke_study
 from compgen.training.run_directory import RunDirectoryInUseError
 
 SMOKE_STUDY = Path(__file__).resolve().parents[1] / "studies" / "smoke.yaml"
-
-
-def select_part(study: Study, models: list[str] | None = None, seeds: list[int] | None = None) -> Study:
-    """The part of ``study``'s grid with only these models and seeds (``None``: all); unknown ones are refused."""
-    if models:
-        unknown = sorted(set(models) - set(study.models))
-        if unknown:
-            raise ValueError(f"--models {unknown}: not models of the study {sorted(study.models)}")
-        study = dataclasses.replace(study, models={k: v for k, v in study.models.items() if k in models})
-    if seeds:
-        unknown = sorted(set(seeds) - set(study.seeds))
-        if unknown:
-            raise ValueError(f"--seeds {unknown}: not seeds of the study {list(study.seeds)}")
-        study = dataclasses.replace(study, seeds=[s for s in study.seeds if s in seeds])
-    return study
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -63,11 +48,11 @@ def main(argv: list[str] | None = None) -> dict:
                              f"first seed); alone, the grid of {SMOKE_STUDY.name}")
     parser.add_argument("--output_dir", required=True, help="the study's directory (cells, tokenizers, summary)")
     parser.add_argument("--models", nargs="+", default=None,
-                        help="run only these models of the study (a part of its grid; a later run without "
-                             "--models skips what finished and summarizes the whole grid)")
+                        help="run only these models of the study, with the models they fine-tune from (a part of "
+                             "its grid: finished cells are skipped, and the summary is the whole grid's)")
     parser.add_argument("--seeds", nargs="+", type=int, default=None,
-                        help="run only these seeds of the study (as --models: a later run without --seeds adds "
-                             "the other seeds and summarizes the whole grid)")
+                        help="run only these seeds of the study (as --models: parts add up, one summary of the "
+                             "whole grid)")
     parser.add_argument("--parallel", type=int, default=None,
                         help="cells at once (default: 1 with a GPU, else the CPU cores, one thread each)")
     parser.add_argument("--threads_per_worker", type=int, default=None)
@@ -93,14 +78,14 @@ def main(argv: list[str] | None = None) -> dict:
         if args.smoke and args.study:
             study = smoke_study(study)
             study.validate(f"{args.study} (--smoke)")
-        study = select_part(study, models=args.models, seeds=args.seeds)
+        part = part_cells(study, Path(args.output_dir), args.models, args.seeds)
     except (OSError, ValueError) as error:
         parser.error(str(error))
     parallel = args.parallel
     if parallel is None:
         import torch
 
-        parallel = 1 if torch.cuda.is_available() else max(1, min(os.cpu_count() or 1, len(study.cells(Path(".")))))
+        parallel = 1 if torch.cuda.is_available() else max(1, min(os.cpu_count() or 1, len(part)))
     if parallel < 1:
         parser.error(f"--parallel must be at least 1, got {parallel}")
     threads = args.threads_per_worker or (1 if parallel > 1 else None)
@@ -117,7 +102,8 @@ def main(argv: list[str] | None = None) -> dict:
             parser.error(str(error))
         threads = args.threads_per_worker or args.cpus_per_job
     try:
-        summary = run_study(study, args.output_dir, parallel=parallel, threads_per_worker=threads, launcher=launcher)
+        summary = run_study(study, args.output_dir, parallel=parallel, threads_per_worker=threads, launcher=launcher,
+                            models=args.models, seeds=args.seeds)
     except (StudyChangedError, RunDirectoryInUseError) as error:
         parser.error(str(error))
     except KeyboardInterrupt:

@@ -220,14 +220,19 @@ def test_a_two_cell_study_with_two_tokenizers_runs_end_to_end(tmp_path):
 
 def test_a_part_of_the_grid_runs_only_the_models_and_seeds_named():
     """``run_study.py --models ... --seeds ...``: the cells of those only; a name or seed the study lacks is refused."""
-    select_part = load_repo_script("examples/run_study.py").select_part
+    from compgen.studies.orchestration import part_cells
+
     spec = {"name": "s", "seeds": [0, 1, 2], "steps": 2, "models": {
         "u": {"script": "examples/train_tuple_unet.py"}, "v": {"script": "examples/train_tuple_unet.py"}}}
     study = Study.from_dict(spec)
-    part = select_part(study, models=["v"], seeds=[2, 1])
-    assert sorted({(c.model, c.seed) for c in part.cells(Path("out"))}) == [("v", 1), ("v", 2)]
-    assert select_part(study).cells(Path("out")) == study.cells(Path("out"))
+    out = Path("out")
+    assert sorted({(c.model, c.seed) for c in part_cells(study, out, ["v"], [2, 1])}) == [("v", 1), ("v", 2)]
+    assert part_cells(study, out) == study.cells(out)
     with pytest.raises(ValueError, match=r"--seeds \[5\]: not seeds of the study"):
-        select_part(study, seeds=[5])
+        part_cells(study, out, seeds=[5])
     with pytest.raises(ValueError, match=r"--models \['w'\]: not models"):
-        select_part(study, models=["w"])
+        part_cells(study, out, models=["w"])
+    # Issue 42, case 6: a fine-tuning model alone brings its source (skipped once finished), not a StopIteration.
+    spec["models"]["ft"] = {"script": "examples/train_tuple_unet.py", "init_from": "u", "steps": 2}
+    study = Study.from_dict(spec)
+    assert [(c.model, c.seed) for c in part_cells(study, out, ["ft"], [1])] == [("u", 1), ("ft", 1)]

@@ -119,6 +119,22 @@ def summarize_arm(runs: Sequence[Records], thresholds: Sequence[float] = DEFAULT
     return summary
 
 
+def arm_summaries(arms: Mapping[str, Sequence[Records]]) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
+    """``{arm: {scorer: {level: statistics}}}`` over every run of each arm, for the scorers its runs logged (a study's
+    ``summary.json`` ``"arms"``): the final mean, the final and best accuracy of every seed, the first steps at 0.5
+    and 0.9 and whether it rose then collapsed."""
+    summaries: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
+    for scorer, key in SCORERS.items():
+        for arm, runs in arms.items():
+            if runs and all(key in r[0] for r in runs):
+                summaries.setdefault(arm, {})[scorer] = {
+                    str(level): {"final_mean": float(sum(s.final) / len(s.final)), "final": s.final, "best": s.best,
+                                 "first_step_0.5": s.first_step[0.5], "first_step_0.9": s.first_step[0.9],
+                                 "rose_then_collapsed": s.collapsed}
+                    for level, s in summarize_arm(runs, key=key).items()}
+    return summaries
+
+
 def comparison_markdown(
     arms: Mapping[str, Sequence[Records]], thresholds: Sequence[float] = DEFAULT_THRESHOLDS, title: str | None = None,
     key: str = "level_accuracy",

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic_io import atomic_write_text
-from .compare import SCORERS, rose_then_collapsed
+from .compare import SCORERS, Records, arm_summaries, rose_then_collapsed
 from .curves import first_step_at
 from .tracker import read_log
 
@@ -176,19 +176,27 @@ def write_results(sources: Sequence[str | Path], output: str | Path, machine: st
             if scalars.is_file():
                 plot_training_diagnostics(records, read_log(scalars), output / "figures" / f"{name}_diagnostics.png",
                                           title=name)
+    study_arms: dict[str, dict[str, dict[str, Records]]] = {}
     for source in map(Path, sources):
         if source.is_dir() and (source / "summary.json").is_file():
             study = json.loads((source / "summary.json").read_text())
-            # A study run in parts (e.g. on two machines) merges into one entry; the first part's overlays stay.
+            # A study run in parts (e.g. seeds on two machines) merges into one entry, its arms' statistics over
+            # every part's runs; the first part's overlays stay.
             name = _safe_study_name(str(study["study"]))
-            entry = summary.setdefault("studies", {}).setdefault(name, {"steps": study["steps"], "arms": {}})
-            entry["arms"].update(study["arms"])
+            summary.setdefault("studies", {}).setdefault(name, {"steps": study["steps"]})
+            for cell in study["cells"]:
+                run_name = Path(cell["output_dir"]).name
+                if run_name in summary["runs"]:
+                    study_arms.setdefault(name, {}).setdefault(cell["arm"], {})[run_name] = read_log(
+                        output / summary["runs"][run_name]["log"])
             if (source / "plots").is_dir():
                 (output / "figures").mkdir(parents=True, exist_ok=True)
                 for overlay in (source / "plots").glob("overlay_*.png"):
                     target = output / "figures" / f"{name}_{overlay.name}"
                     if not target.exists():
                         shutil.copyfile(overlay, target)
+    for name, entry in summary.get("studies", {}).items():
+        entry["arms"] = arm_summaries({arm: list(runs.values()) for arm, runs in study_arms.get(name, {}).items()})
     if arms:
         summary["arms"] = arm_statistics(arms, {**summary, "_dir": output})
     atomic_write_text(output / "summary.json", json.dumps(summary, indent=1) + "\n")

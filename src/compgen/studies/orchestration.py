@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..training.run_directory import claim_run_directory
+from .cells import Cell
 from .launchers import Launcher, LocalLauncher
 from .records import cell_finished, check_unchanged, record_run
 from .runner import CommandResult, run_in_process
@@ -25,8 +26,24 @@ def _run_cell(command: tuple[str, ...], threads: int | None) -> CommandResult:
     return run_in_process(list(command))
 
 
+def part_cells(study: Study, output_dir: Path, models: list[str] | None = None, seeds: list[int] | None = None
+               ) -> list[Cell]:
+    """The cells of a part of ``study``'s grid: these models (with the models they fine-tune from, which must finish
+    first) and these seeds (``None``: all). A model or seed the study lacks is refused (``ValueError``)."""
+    unknown_models = sorted(set(models or []) - set(study.models))
+    if unknown_models:
+        raise ValueError(f"--models {unknown_models}: not models of the study {sorted(study.models)}")
+    unknown_seeds = sorted(set(seeds or []) - set(study.seeds))
+    if unknown_seeds:
+        raise ValueError(f"--seeds {unknown_seeds}: not seeds of the study {list(study.seeds)}")
+    chosen = set(models or study.models)
+    chosen |= {study.models[name]["init_from"] for name in chosen if "init_from" in study.models[name]}
+    return [cell for cell in study.cells(output_dir) if cell.model in chosen and (not seeds or cell.seed in seeds)]
+
+
 def run_study(study: Study, output_dir: str | os.PathLike, parallel: int = 1, threads_per_worker: int | None = None,
-              progress: bool = True, launcher: Launcher | None = None) -> dict[str, Any]:
+              progress: bool = True, launcher: Launcher | None = None, models: list[str] | None = None,
+              seeds: list[int] | None = None) -> dict[str, Any]:
     """Run (or resume) every unfinished cell, then summarize; returns the summary (also written to disk).
 
     First the study is checked against what its directory holds (:class:`~compgen.studies.records.
@@ -38,14 +55,18 @@ def run_study(study: Study, output_dir: str | os.PathLike, parallel: int = 1, th
     :class:`~compgen.training.run_directory.RunDirectoryInUseError`). A ``launcher``
     (:class:`~compgen.studies.launchers.SubmititLauncher`) runs the tokenizers, then the cells, as cluster
     jobs instead, with the same skipping, resuming and summary; a failed job's status names its log.
+
+    ``models`` and ``seeds`` run a part of the grid (:func:`part_cells`); the summary is still the whole grid's, with
+    what earlier parts finished and the cells no part has run yet (``"not run"``), so parts add up.
     """
     output_dir = Path(output_dir).expanduser()
+    part = part_cells(study, output_dir, models, seeds)
     with claim_run_directory(output_dir):  # one study per directory
-        return _run_study(study, output_dir, parallel, threads_per_worker, progress, launcher)
+        return _run_study(study, output_dir, parallel, threads_per_worker, progress, launcher, part)
 
 
 def _run_study(study: Study, output_dir: Path, parallel: int, threads_per_worker: int | None, progress: bool,
-               launcher: Launcher | None) -> dict[str, Any]:
+               launcher: Launcher | None, part: list[Cell]) -> dict[str, Any]:
     from tqdm.auto import tqdm
 
     launcher = launcher or LocalLauncher(parallel)
@@ -53,11 +74,12 @@ def _run_study(study: Study, output_dir: Path, parallel: int, threads_per_worker
     check_unchanged([*tokenizers, *cells], {cell.name: cell.steps for cell in cells}, "the study file")
     study.prepare_datasets(output_dir)
     statuses: dict[str, dict[str, Any]] = {}
-    todo = [cell for cell in cells if not cell_finished(cell, cell.steps)]
+    finished = {cell.name for cell in cells if cell_finished(cell, cell.steps)}
+    todo = [cell for cell in part if cell.name not in finished]
     for cell in cells:
-        if cell not in todo:
+        if cell.name in finished:
             statuses[cell.name] = {"status": "finished before", "seconds": 0.0}
-    bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc=f"study {study.name}", disable=not progress)
+    bar = tqdm(total=len(part), initial=len(part) - len(todo), desc=f"study {study.name}", disable=not progress)
     try:
         pending = [run for run in tokenizers if not (run.output_dir / "config.json").is_file()]
         for run in pending:

@@ -21,7 +21,7 @@ def write_summary(study: Study, output_dir: Path, cells: Sequence[Cell], statuse
     """``summary.json`` and ``summary.md`` (both scorers, per arm: final and best per-level accuracy, mean and spread
     over seeds, first steps to 0.5 and 0.9), a learning-dynamics plot per cell and an overlay per level of the arms'
     mean curves."""
-    from ..evaluation.compare import SCORERS, comparison_markdown, plot_level_overlay, summarize_arm
+    from ..evaluation.compare import SCORERS, arm_summaries, comparison_markdown, plot_level_overlay
     from ..evaluation.plots import plot_learning_dynamics
     from ..evaluation.tracker import read_log
 
@@ -54,16 +54,11 @@ def write_summary(study: Study, output_dir: Path, cells: Sequence[Cell], statuse
         lines.append(f"- failed: `{cell['cell']}`: {cell.get('error')}")
     if failed:
         lines.append("")
+    summary["arms"] = arm_summaries(arms)
     for scorer, key in SCORERS.items():
         scored = {arm: runs for arm, runs in arms.items() if all(key in r[0] for r in runs)}
         if not scored:
             continue
-        for arm, runs in scored.items():
-            summary["arms"].setdefault(arm, {})[scorer] = {
-                str(level): {"final_mean": float(sum(s.final) / len(s.final)), "final": s.final, "best": s.best,
-                             "first_step_0.5": s.first_step[0.5], "first_step_0.9": s.first_step[0.9],
-                             "rose_then_collapsed": s.collapsed}
-                for level, s in summarize_arm(runs, key=key).items()}
         lines += [f"## {scorer}", "", comparison_markdown(scored, key=key), ""]
         overlay = plots / f"overlay_{scorer.replace(' ', '_')}.png"
         plot_level_overlay(scored, overlay, key=key, title=f"{study.name}: {scorer}")
