@@ -103,3 +103,17 @@ def test_bad_init_from_is_refused_before_any_work(source_run, tmp_path, capsys):
         {**TupleConditionedUNet2DModel.load_config(source_run / "unet"), "block_out_channels": [16, 32]})
     with pytest.raises(ValueError, match="shapes differ"):
         load_initial_weights(wider, resolve_initial_weights(source_run))
+
+
+def test_eval_steps_held_decides_from_the_fine_tuning_phase_after_its_boundary(source_run, tmp_path, monkeypatch):
+    """Issue 42, case 15: whether the levels hold was decided from the source's records, before the boundary
+    evaluation and not after it; now from this run's own records, the boundary evaluation first among them."""
+    import compgen.training.trainer as trainer
+
+    seen = []
+    monkeypatch.setattr(trainer, "levels_held", lambda records: seen.append(list(records)) or False)
+    other = _hub_layout(tmp_path / "train2", "H32-train2")
+    _train("--dataset", str(other), "--init_from", str(source_run), "--max_train_steps", "2", "--eval_steps", "2",
+           "--eval_steps_held", "4", "--output_dir", str(tmp_path / "fine-tuned"))
+    assert seen and all(r["phase"] == "fine-tune" for records in seen for r in records)
+    assert [r["step"] for r in seen[0]] == [4]  # the boundary evaluation, before any update

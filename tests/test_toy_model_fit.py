@@ -71,3 +71,38 @@ def test_the_prediction_is_also_held_against_the_pixel_scorer_where_the_log_has_
     assert level["rmse"] < 0.01 and level["measured_pixel"] == [0.0] * len(records)
     assert level["rmse_pixel"] == pytest.approx(np.sqrt(np.mean(np.square(level["predicted"]))), abs=1e-3)
     assert level["final_error_pixel"] == pytest.approx(level["predicted"][-1], abs=1e-4)
+
+
+@pytest.mark.parametrize("content", ["", "{not json\n", "[1, 2]\n", '{"step": 1}\n', "{torn\n" + "{}\n"])
+def test_an_empty_torn_or_foreign_log_is_refused_before_any_output(tmp_path, capsys, content):
+    """Issue 42, case 18: tracebacks after the output folder was made; now a usage error naming the log."""
+    log = tmp_path / "run" / "learning_dynamics.jsonl"
+    log.parent.mkdir()
+    log.write_text(content)
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(log), "--output", str(tmp_path / "out")])
+    assert exit_info.value.code == 2 and str(log) in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_two_logs_of_one_name_are_refused_not_overwritten(tmp_path, capsys):
+    """Issue 42, case 19: ``a/run/learning_dynamics.jsonl`` and ``b/run/...`` were fitted under one name."""
+    lines = "".join(json.dumps(r) + "\n" for r in simulated_records({n: dict.fromkeys(SPACE, 0.01) for n in LEVELS}))
+    for parent in ("a", "b"):
+        (tmp_path / parent / "run").mkdir(parents=True)
+        (tmp_path / parent / "run" / "learning_dynamics.jsonl").write_text(lines)
+    with pytest.raises(SystemExit):
+        main([str(tmp_path / p / "run" / "learning_dynamics.jsonl") for p in ("a", "b")]
+             + ["--output", str(tmp_path / "out")])
+    assert "two logs would be fitted under one name, 'run'" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_fine_tuning_log_is_fitted_on_its_own_phase():
+    """Issue 42, case 7: the source's records (another graph's levels) are not mixed into the fit."""
+    source = [r | {"phase": "source", "levels": {**LEVELS, "111": 1}} for r in simulated_records(
+        {n: dict.fromkeys(SPACE, 1e-6) for n in LEVELS}, steps=range(10, 41, 10))]
+    own = [r | {"phase": "fine-tune", "phase_start_step": 40} for r in simulated_records(
+        {n: dict.fromkeys(SPACE, 0.01) for n in LEVELS}, steps=range(50, 2001, 50))]
+    fit = toy_model_fit(source + own)
+    assert fit["steps"][0] == 50 and fit["levels"]["2"]["rmse"] < 0.01

@@ -26,12 +26,13 @@ from typing import Any
 from ..atomic_io import atomic_write_text
 from .compare import SCORERS, Records, arm_summaries, rose_then_collapsed
 from .curves import first_step_at
-from .tracker import read_log
+from .tracker import own_records, read_log
 
 
 def run_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Per level and scorer: final, best (with its step) and first step at 0.9; whether the level rose then
     collapsed (peak >= :data:`~compgen.evaluation.compare.COLLAPSE_PEAK`, final that far below); final per class."""
+    records = own_records(records)  # a fine-tuning log: its own phase (its source's may have other levels)
     if not records:
         raise ValueError("a run has no evaluation records")
     levels = sorted(records[0]["level_accuracy"], key=int)
@@ -187,8 +188,8 @@ def write_results(sources: Sequence[str | Path], output: str | Path, machine: st
             for cell in study["cells"]:
                 run_name = Path(cell["output_dir"]).name
                 if run_name in summary["runs"]:
-                    study_arms.setdefault(name, {}).setdefault(cell["arm"], {})[run_name] = read_log(
-                        output / summary["runs"][run_name]["log"])
+                    study_arms.setdefault(name, {}).setdefault(cell["arm"], {})[run_name] = own_records(read_log(
+                        output / summary["runs"][run_name]["log"]))
             if (source / "plots").is_dir():
                 (output / "figures").mkdir(parents=True, exist_ok=True)
                 for overlay in (source / "plots").glob("overlay_*.png"):

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from .emergence import concept_curve, fit_concept_rates
-from .tracker import read_log
+from .tracker import own_records, read_log
 
 
 def toy_model_fit(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -31,6 +31,9 @@ def toy_model_fit(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     logged step with the root-mean-square error between them (``rmse``) and at the last step (``final_error``); where
     the log holds the pixel scorer's accuracy, the same against it (``measured_pixel``, ``rmse_pixel``,
     ``final_error_pixel``). The rates are fitted to the probes' per-concept curves (the pixel scorer logs none)."""
+    if any(not isinstance(r, dict) for r in records):
+        raise ValueError("the records are not JSON objects: not a compgen tracker log")
+    records = own_records(records)  # a fine-tuning log: the fit is of its own phase, not mixed with its source's
     if not records:
         raise ValueError("need at least one evaluation record")
     if any("concept_accuracy" not in r for r in records):
@@ -94,17 +97,26 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("logs", nargs="+", type=Path, help="learning-dynamics logs (learning_dynamics.jsonl)")
     parser.add_argument("--output", required=True, type=Path, help="folder for toy_model_fit.json and the plots")
     args = parser.parse_args(argv)
-    for log in args.logs:
-        if not log.is_file():
-            parser.error(f"{log}: no such log")
-    args.output.mkdir(parents=True, exist_ok=True)
-    fits = {}
-    for log in args.logs:
+    names: dict[str, Path] = {}
+    for log in args.logs:  # every log is named and read before anything is written
         name = log.name.removesuffix(".jsonl")
         name = log.parent.name if name == "learning_dynamics" else name
-        fits[name] = toy_model_fit(read_log(log))
-        plot_toy_model_fit(fits[name], args.output / f"toy_model_fit_{name}.png", title=name)
-        print(name, {level: row["rmse"] for level, row in fits[name]["levels"].items()})
+        if name in names:
+            parser.error(f"two logs would be fitted under one name, {name!r} ({names[name]} and {log}): fit them "
+                         "into separate --output folders, or rename one")
+        names[name] = log
+    fits = {}
+    for name, log in names.items():
+        if not log.is_file():
+            parser.error(f"{log}: no such log")
+        try:
+            fits[name] = toy_model_fit(read_log(log))
+        except (ValueError, KeyError, TypeError) as error:  # empty, torn, foreign: named, before any output
+            parser.error(f"{log}: cannot fit the toy model ({type(error).__name__}: {error})")
+    args.output.mkdir(parents=True, exist_ok=True)
+    for name, fit in fits.items():
+        plot_toy_model_fit(fit, args.output / f"toy_model_fit_{name}.png", title=name)
+        print(name, {level: row["rmse"] for level, row in fit["levels"].items()})
     (args.output / "toy_model_fit.json").write_text(json.dumps(fits, indent=1) + "\n")
     return fits
 

@@ -14,7 +14,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -295,6 +295,17 @@ def read_log(path: str | os.PathLike) -> list[dict[str, Any]]:
                 break
             raise ValueError(f"{path}: line {number} is not valid JSON") from None
     return records
+
+
+SOURCE_PHASE = "source"
+"""The ``phase`` of the records a fine-tuning log (``--init_from``) copies from its source run."""
+
+
+def own_records(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records a run's own model produced: a fine-tuning log without its source's records (another model's, maybe
+    on another graph with other levels). What a run's statistics (final, best, first steps, a fit, whether its
+    levels hold) are of; its plots show both phases."""
+    return [record for record in records if record.get("phase") != SOURCE_PHASE]
 
 
 HOLD_EVALUATIONS = 3

@@ -71,7 +71,9 @@ def _run_study(study: Study, output_dir: Path, parallel: int, threads_per_worker
 
     launcher = launcher or LocalLauncher(parallel)
     tokenizers, cells = study.tokenizer_runs(output_dir), study.cells(output_dir)
-    check_unchanged([*tokenizers, *cells], {cell.name: cell.steps for cell in cells}, "the study file")
+    steps = {cell.name: cell.steps for cell in cells}
+    check_unchanged([*tokenizers, *cells], steps, "the study file",
+                    {cell.name: steps[cell.source] for cell in cells if cell.source is not None})
     study.prepare_datasets(output_dir)
     statuses: dict[str, dict[str, Any]] = {}
     finished = {cell.name for cell in cells if cell_finished(cell, cell.steps)}

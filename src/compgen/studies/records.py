@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..atomic_io import atomic_write_text
-from ..training.run_directory import RunDirectory
+from ..training.run_directory import EXPORT_STATE_NAME, RunDirectory
 
 RECORD_NAME = "study_run.json"
 
@@ -58,10 +58,14 @@ def changes(run: StudyRun, steps: int | None) -> list[str]:
     return found
 
 
-def check_unchanged(runs: Sequence[StudyRun], steps: dict[str, int | None], source: str) -> None:
+def check_unchanged(runs: Sequence[StudyRun], steps: dict[str, int | None], source: str,
+                    source_steps: dict[str, int] | None = None) -> None:
     """Raise :class:`StudyChangedError` listing every run of ``runs`` that trained under another definition
-    (``steps`` maps a run's name to the steps the study asks of it)."""
-    changed = [(run, found) for run in runs if (found := changes(run, steps.get(run.name)))]
+    (``steps`` maps a run's name to the steps the study asks of it; ``source_steps`` a fine-tuning cell's name to the
+    steps its source trains, :func:`stale_fine_tuning`)."""
+    source_steps = source_steps or {}
+    changed = [(run, found) for run in runs if (found := changes(run, steps.get(run.name)) + (
+        stale_fine_tuning(run, source_steps[run.name]) if run.name in source_steps else []))]
     if changed:
         lines = "\n".join(f"  - {run.name} ({run.output_dir}): {'; '.join(found)}" for run, found in changed)
         raise StudyChangedError(
@@ -109,14 +113,42 @@ def record_definition(export_dir: Path, definition: dict[str, Any]) -> None:
     atomic_write_text(definition_path(export_dir), json.dumps(definition, indent=2, sort_keys=True) + "\n")
 
 
-def cell_finished(cell: Any, steps: int) -> bool:
-    """A cell is finished when its export is complete and its log reached the last step."""
+def _export_state(output_dir: Path) -> dict[str, int] | None:
+    path = output_dir / EXPORT_STATE_NAME
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def steps_done(output_dir: Path) -> tuple[int, int] | None:
+    """``(steps this run trained, the logged step it started at)`` of the run in ``output_dir`` (a fine-tuning run
+    starts at its source's step, others at 0), from its export's record, else from its log; ``None`` where neither
+    tells (no export and no log, or an export of an older compgen without a log)."""
     from ..evaluation.tracker import read_log
 
-    log = cell.output_dir / "learning_dynamics.jsonl"
+    state = _export_state(output_dir)
+    if state is not None and "steps_trained" in state:
+        return state["steps_trained"], state["step"] - state["steps_trained"]
+    log = output_dir / "learning_dynamics.jsonl"
+    records = read_log(log) if log.is_file() else []
+    if not records:
+        return None
+    start = records[-1].get("phase_start_step", 0)  # a fine-tuning cell's steps continue its source's
+    return records[-1]["step"] - start, start
+
+
+def cell_finished(cell: Any, steps: int) -> bool:
+    """A cell is finished when its export is complete and it trained ``steps`` (by its export's record or its log;
+    an export of an older compgen without either counts as finished)."""
     if not ((cell.output_dir / "model_index.json").is_file() or (cell.output_dir / "config.json").is_file()):
         return False
-    if not log.is_file():
-        return True  # trained without evaluation
-    records = read_log(log)  # a fine-tuning cell's steps continue its source's (compgen.training.fine_tuning)
-    return bool(records) and records[-1]["step"] - records[-1].get("phase_start_step", 0) >= steps
+    done = steps_done(cell.output_dir)
+    return done is None or done[0] >= steps
+
+
+def stale_fine_tuning(cell: Any, source_steps: int) -> list[str]:
+    """Why a fine-tuning cell's run is no longer what the study asks (empty: nothing to say): it started from another
+    step of its source than the one the source now trains to (the study's ``steps`` grew), so its weights come from
+    the source's older ones."""
+    done = steps_done(cell.output_dir) if RunDirectory(cell.output_dir).run_files() else None
+    if done is None or done[1] == source_steps:
+        return []
+    return [f"fine-tuned from step {done[1]} of {cell.source}, which now trains to {source_steps}"]

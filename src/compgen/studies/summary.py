@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..atomic_io import atomic_write_text
+from .records import steps_done
 
 if TYPE_CHECKING:
     from .cells import Cell
@@ -23,7 +24,7 @@ def write_summary(study: Study, output_dir: Path, cells: Sequence[Cell], statuse
     mean curves."""
     from ..evaluation.compare import SCORERS, arm_summaries, comparison_markdown, plot_level_overlay
     from ..evaluation.plots import plot_learning_dynamics
-    from ..evaluation.tracker import read_log
+    from ..evaluation.tracker import own_records, read_log
 
     plots = output_dir / "plots"
     arms: dict[str, list[list[dict[str, Any]]]] = {}
@@ -32,12 +33,12 @@ def write_summary(study: Study, output_dir: Path, cells: Sequence[Cell], statuse
         log = cell.output_dir / "learning_dynamics.jsonl"
         records = read_log(log) if log.is_file() else []
         status = statuses.get(cell.name, {"status": "not run"})
-        if records:
-            arms.setdefault(cell.arm, []).append(records)
+        if own_records(records):  # a fine-tuning cell's statistics are of its own phase (its plot shows both)
+            arms.setdefault(cell.arm, []).append(own_records(records))
             plot_learning_dynamics(records, plots / f"{cell.output_dir.name}.png", title=cell.name)
         cell_entries.append({"cell": cell.name, "arm": cell.arm, "seed": cell.seed, "dataset": cell.dataset,
                              "output_dir": str(cell.output_dir), "command": shlex.join(cell.command),
-                             "last_step": records[-1]["step"] if records else None, **status})
+                             "last_step": _last_step(cell.output_dir, records), **status})
     summary: dict[str, Any] = {"study": study.name, "description": study.description, "steps": study.steps,
                                "cells": cell_entries, "arms": {}}
     lines = [f"# Study {study.name}", "", study.description.strip(), ""] if study.description else \
@@ -69,6 +70,14 @@ def write_summary(study: Study, output_dir: Path, cells: Sequence[Cell], statuse
     atomic_write_text(output_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
     atomic_write_text(output_dir / "summary.md", "\n".join(lines) + "\n")
     return summary
+
+
+def _last_step(output_dir: Path, records: Sequence[dict[str, Any]]) -> int | None:
+    """The last logged step of a cell: its log's, else its export's record (a cell trained with ``no_eval``)."""
+    if records:
+        return records[-1]["step"]
+    done = steps_done(output_dir)
+    return None if done is None else done[0] + done[1]
 
 
 def tokenizer_sections(study: Study, output_dir: Path, summary: dict[str, Any]) -> list[str]:

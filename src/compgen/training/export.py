@@ -20,10 +20,10 @@ from .task import TrainingTask
 
 
 def export_run(output_dir: Path, task: TrainingTask, model: nn.Module, records: list[dict[str, Any]],
-               graph: ConceptGraph, config: TrainingConfig, dataset_name: str | None = None, step: int | None = None
-               ) -> None:
+               graph: ConceptGraph, config: TrainingConfig, dataset_name: str | None = None,
+               state: dict[str, int] | None = None) -> None:
     """``save_pretrained`` the pipeline of ``model`` into ``output_dir`` and write its model card (and, given its
-    ``step``, :data:`EXPORT_STATE_NAME`), as one unit.
+    ``state``, :data:`EXPORT_STATE_NAME`: the logged step and the steps this run trained), as one unit.
 
     Both are written to a temporary directory first. Then the loading marker of the previous export
     (``model_index.json``, or ``config.json`` for a bare model) is removed, the new components and card are
@@ -39,8 +39,8 @@ def export_run(output_dir: Path, task: TrainingTask, model: nn.Module, records: 
     task.save_pretrained(model, tmp)
     write_model_card(tmp, records=records, graph=graph, config=config, details=task.model_card_details(),
                      dataset_name=dataset_name)
-    if step is not None:
-        (tmp / EXPORT_STATE_NAME).write_text(json.dumps({"step": step}) + "\n")
+    if state is not None:
+        (tmp / EXPORT_STATE_NAME).write_text(json.dumps(state) + "\n")
     marker = "model_index.json" if (tmp / "model_index.json").exists() else "config.json"
     for name in ("model_index.json", "config.json"):
         if (output_dir / name).is_file():

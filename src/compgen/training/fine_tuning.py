@@ -25,11 +25,11 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from ..evaluation.tracker import read_log
+from ..evaluation.tracker import SOURCE_PHASE, read_log
 from .checkpoint import CHECKPOINTS_DIR, MODEL_CONFIG_NAME, MODEL_NAME, list_checkpoints
 from .run_directory import EXPORT_STATE_NAME
 
-SOURCE_PHASE, FINE_TUNE_PHASE = "source", "fine-tune"
+FINE_TUNE_PHASE = "fine-tune"
 
 
 @dataclass(frozen=True)

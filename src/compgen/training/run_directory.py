@@ -40,8 +40,9 @@ SAMPLES_DIR = "samples"
 EXPORT_MARKERS = ("model_index.json", "config.json", "README.md")
 """Files that only a finished run (an export and its model card) leaves in its output directory."""
 EXPORT_STATE_NAME = "export_state.json"
-"""Written with an export: the (logged) step its weights were taken at, so that ``--init_from`` on a run directory
-that trained on past its export (a resumed run) labels the export's weights with their own step."""
+"""Written with an export: the (logged) ``step`` its weights were taken at and the ``steps_trained`` by this run (less
+than ``step`` for a fine-tuning run), so that ``--init_from`` on a run directory that trained on past its export (a
+resumed run) labels the export's weights with their own step, and a study knows how far a cell without a log got."""
 
 
 class RunDirectoryInUseError(RuntimeError):

@@ -41,7 +41,14 @@ from ..atomic_io import atomic_write_text
 from ..concepts import ConceptGraph
 from ..data.loading import ConceptImageData
 from ..evaluation.sampling_precision import sampling_precision
-from ..evaluation.tracker import LearningDynamicsTracker, append_training_log, format_record, levels_held, read_log
+from ..evaluation.tracker import (
+    LearningDynamicsTracker,
+    append_training_log,
+    format_record,
+    levels_held,
+    own_records,
+    read_log,
+)
 from .acceleration import (
     attention_kernel,
     compile_mode,
@@ -320,7 +327,7 @@ class Trainer:
         process learns it."""
         if not self.config.eval_steps_held:
             return False
-        held = [tracker is not None and levels_held(tracker.records)]
+        held = [tracker is not None and levels_held(own_records(tracker.records))]  # not a source run's
         return bool(broadcast_object_list(held)[0]) if accelerator.num_processes > 1 else held[0]
 
     def train(self) -> list[dict[str, Any]]:
@@ -354,11 +361,11 @@ class Trainer:
         evaluating = self.probes is not None
         with self._phase("setup: evaluation scorers"):
             tracker = self._make_tracker() if accelerator.is_main_process else None
-            held = self._levels_held(accelerator, tracker)
         if evaluating and self.initial is not None and state.step == 0:  # the loaded weights on the new graph
             if tracker is not None:
                 logger.info("before fine-tuning: %s", format_record(self.evaluate(accelerator, state, tracker)))
             accelerator.wait_for_everyone()
+        held = self._levels_held(accelerator, tracker)
 
         progress = tqdm(total=config.max_train_steps, initial=state.step, desc="training",
                         disable=not accelerator.is_local_main_process)
@@ -411,7 +418,7 @@ class Trainer:
             if accelerator.is_main_process:
                 final_model = state.ema.shadow if state.ema is not None else accelerator.unwrap_model(state.model)
                 records = read_log(self.log_path) if self.log_path.is_file() else []
-                self.export(final_model, records, state.step + self.step_offset)
+                self.export(final_model, records, state.step)
                 if config.push_to_hub:
                     from ..hub import upload_folder_to_hub
 
@@ -424,6 +431,7 @@ class Trainer:
                 tracker.finish()
         return records
 
-    def export(self, model: nn.Module, records: list[dict[str, Any]], step: int) -> None:
+    def export(self, model: nn.Module, records: list[dict[str, Any]], steps_trained: int) -> None:
         """``save_pretrained`` the pipeline and write its model card as one unit (:func:`export_run`)."""
-        export_run(self.output_dir, self.task, model, records, self.graph, self.config, self.dataset_name, step)
+        export_run(self.output_dir, self.task, model, records, self.graph, self.config, self.dataset_name,
+                   {"step": steps_trained + self.step_offset, "steps_trained": steps_trained})
