@@ -101,3 +101,35 @@ def test_the_old_command_names_still_run_with_a_warning(old, new):
     with pytest.warns(FutureWarning, match=f"now compgen.evaluation.{new}"):
         alias = importlib.import_module(f"compgen.evaluation.{old}")
     assert alias.main is importlib.import_module(f"compgen.evaluation.{new}").main
+
+
+@pytest.mark.parametrize("script", ["examples/train_givt.py", "examples/train_mar.py"])
+def test_a_givt_or_mar_run_is_rescored_with_its_evaluations_sampler(script, dataset_dir, tmp_path):
+    """Issue 42, case 14: "unknown pipeline" as a traceback; now scored, with the evaluation's temperature (and
+    MAR's head steps) read from the log, to the training evaluation's scores."""
+    from test_kl_tokenizer import TINY
+
+    reset_accelerate_state()
+    load_repo_script(script).main([
+        *TINY, "--dataset", str(dataset_dir), "--max_train_steps", "2", "--eval_steps", "2",
+        "--eval_images_per_class", "2", "--eval_temperature", "0.5", "--output_dir", str(tmp_path / "run")])
+    last = json.loads((tmp_path / "run" / "learning_dynamics.jsonl").read_text().splitlines()[-1])
+    assert last["sampling"]["temperature"] == 0.5
+    record = evaluate_run(tmp_path / "run", images_per_class=2)
+    for key in ("accuracy", "pixel_accuracy", "object_rate"):
+        assert record[key] == last[key], key
+
+
+def test_a_run_evaluated_in_fp16_is_a_usage_error_on_the_cpu(unet_run, tmp_path, capsys):
+    """Issue 42, case 14: the right message, as a usage error before any sampling rather than a traceback."""
+    import shutil
+
+    run = tmp_path / "fp16-run"
+    shutil.copytree(unet_run, run)
+    log = run / "learning_dynamics.jsonl"
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    records[-1]["sampling"]["mixed_precision"] = "fp16"
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    with pytest.raises(SystemExit) as exit_info:
+        evaluate_main([str(run)])
+    assert exit_info.value.code == 2 and "pass --mixed_precision no or bf16" in capsys.readouterr().err

@@ -38,22 +38,30 @@ PIPELINES = {
     "TupleConditionedDDPMPipeline": ("compgen.pipelines.tuple_ddpm", "unet"),
     "MaskGITPipeline": ("compgen.pipelines.maskgit", "transformer"),
     "TupleConditionedDiTPipeline": ("compgen.pipelines.tuple_dit", "transformer"),
+    "GIVTPipeline": ("compgen.pipelines.givt", "transformer"),
+    "MARPipeline": ("compgen.pipelines.mar", "transformer"),
 }
+
+
+def check_pipeline_kind(run_dir: str | Path) -> str:
+    """The class name of the pipeline ``run_dir`` exported; ``ValueError`` where it holds none compgen re-scores."""
+    index = Path(run_dir) / "model_index.json"
+    if not index.is_file():
+        raise ValueError(f"{run_dir} holds no exported pipeline (no model_index.json)")
+    name = json.loads(index.read_text()).get("_class_name")
+    if name not in PIPELINES:
+        raise ValueError(f"{run_dir}: unknown pipeline {name}; known: {sorted(PIPELINES)}")
+    return name
 
 
 def load_run_pipeline(run_dir: str | Path):
     """The pipeline a training run exported, whichever compgen model it is; returns (pipeline, denoiser name)."""
     import importlib
 
-    index = Path(run_dir) / "model_index.json"
-    if not index.is_file():
-        raise ValueError(f"{run_dir} holds no exported pipeline (no model_index.json)")
     from ..models.config_bounds import check_model_directory
 
+    name = check_pipeline_kind(run_dir)
     check_model_directory(run_dir)  # a crafted config is refused before from_pretrained allocates anything
-    name = json.loads(index.read_text())["_class_name"]
-    if name not in PIPELINES:
-        raise ValueError(f"{run_dir}: unknown pipeline {name}; known: {sorted(PIPELINES)}")
     module, denoiser = PIPELINES[name]
     pipeline = getattr(importlib.import_module(module), name).from_pretrained(run_dir)
     pipeline.set_progress_bar_config(disable=True)
@@ -123,6 +131,22 @@ def sampled_concept_values(graph: ConceptGraph, concepts: list[str], seed: int) 
     return torch.cat([torch.as_tensor(batch.rgb), torch.as_tensor(batch.size)[:, None]], dim=1)
 
 
+def sampling_options(last_record: dict[str, Any], num_inference_steps: int | None, mixed_precision: str | None
+                     ) -> tuple[int | None, str, dict[str, Any]]:
+    """The sampler of a re-scoring: ``num_inference_steps`` and ``mixed_precision`` where given, else the training
+    evaluation's (its log's ``sampling``; logs before it was recorded: the pipeline's defaults), and the evaluation's
+    other sampler options (GIVT's and MAR's ``temperature``, MAR's ``num_head_steps``). Raises ``ValueError`` for a
+    precision this CPU cannot re-score in."""
+    sampling = dict(last_record.get("sampling", {}))
+    recorded_steps = sampling.pop("num_inference_steps", None)
+    recorded_precision = sampling.pop("mixed_precision", "no")
+    mixed_precision = mixed_precision or recorded_precision
+    if mixed_precision not in ("no", "bf16"):
+        raise ValueError(f"re-scoring samples on the CPU in fp32 (no) or bf16; the training evaluation used "
+                         f"{mixed_precision!r}: pass --mixed_precision no or bf16")
+    return num_inference_steps or recorded_steps, mixed_precision, sampling
+
+
 def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, guidance_scale: float = 1.0,
                  concept_values: str = "canonical", checkpoint: str | None = None, weights: str = "ema",
                  images_per_class: int = 50, seed: int = 0, batch_size: int = 400,
@@ -139,13 +163,8 @@ def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, gu
         raise ValueError("--weights online needs --checkpoint: an export holds only the weights it was saved with")
     last_record, checkpoint_dir, step = resolve_run(run_dir, checkpoint, weights)
     graph = graph_from_record(last_record)
-    if num_inference_steps is None:  # the training evaluation's sampler (logs before it was recorded: the pipeline's)
-        num_inference_steps = last_record.get("sampling", {}).get("num_inference_steps")
-    if mixed_precision is None:
-        mixed_precision = last_record.get("sampling", {}).get("mixed_precision", "no")
-    if mixed_precision not in ("no", "bf16"):
-        raise ValueError(f"re-scoring samples on the CPU in fp32 (no) or bf16; the training evaluation used "
-                         f"{mixed_precision!r}: pass --mixed_precision no or bf16")
+    num_inference_steps, mixed_precision, sampler = sampling_options(last_record, num_inference_steps,
+                                                                     mixed_precision)
     pipeline, denoiser = load_run_pipeline(run_dir)
     if checkpoint_dir is not None:
         load_checkpoint_weights(pipeline, denoiser, checkpoint_dir, weights)
@@ -161,7 +180,8 @@ def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, gu
         chunks = []
         for start in range(0, len(concepts), batch_size):
             names = concepts[start : start + batch_size]
-            kwargs: dict[str, Any] = {"generator": generator, "output_type": "np", "guidance_scale": guidance_scale}
+            kwargs: dict[str, Any] = {**sampler, "generator": generator, "output_type": "np",
+                                      "guidance_scale": guidance_scale}
             if concept_values == "sampled":
                 kwargs["concept_values"] = sampled_concept_values(graph, names, generation_seed + start)
             if num_inference_steps is not None:
@@ -222,7 +242,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.output and not Path(args.output).resolve().parent.is_dir():
         parser.error(f"--output {args.output}: no directory {Path(args.output).resolve().parent} to write it to")
     try:
-        resolve_run(args.run_dir, args.checkpoint, args.weights)
+        last_record, _, _ = resolve_run(args.run_dir, args.checkpoint, args.weights)
+        sampling_options(last_record, args.num_inference_steps, args.mixed_precision)
+        check_pipeline_kind(args.run_dir)
     except ValueError as error:
         parser.error(str(error))
     record = evaluate_run(args.run_dir, args.num_inference_steps, args.guidance_scale, args.concept_values,
