@@ -343,3 +343,15 @@ def test_a_leftover_tokenizer_with_other_options_is_refused_not_reused(tmp_path,
     script.main([*tiny, "--codebook_size", "32", "--overwrite_output_dir"])
     assert json.loads((tmp_path / "out" / "tokenizer" / "tokenizer_options.json").read_text())["codebook_size"] == 32
     assert np.isfinite(json.loads((tmp_path / "out" / "tokenizer" / "tokenizer_options.json").read_text())["steps"])
+
+
+def test_a_crop_larger_than_the_images_is_refused_once_the_data_are_known(dataset_dir, tmp_path, capsys):
+    """Issue 42, case 17: ``--vq_crop_size 40`` on 28 px images failed as a traceback after data and probes; now a
+    usage error before the probes and the tokenizer."""
+    script = load_repo_script("examples/train_maskgit_jepa.py")
+    with pytest.raises(SystemExit) as exit_info:
+        script.main(["--dataset", str(dataset_dir), "--output_dir", str(tmp_path / "out"),
+                     "--vq_block_out_channels", "8,8,8", "--vq_crop_size", "40"])
+    assert exit_info.value.code == 2
+    assert "--vq_crop_size 40 is larger than the images" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -155,3 +155,27 @@ def test_augmentation_is_seeded_and_keeps_images_in_range():
         second = augmentation(images, torch.Generator().manual_seed(3))
         assert torch.equal(first, second) and first.shape == images.shape
         assert first.min() >= 0 and first.max() <= 1 and not torch.equal(first, images)
+
+
+def test_a_damaged_cached_copy_neither_shadows_the_shipped_probes_nor_stops_a_run(tmp_path, caplog):
+    """Issue 42, case 20: a torn cached copy of shipped probes took precedence and every evaluated run died with an
+    OSError; the shipped probes now come first, and a damaged cache of other probes is named and trained again."""
+    from compgen.evaluation.probes import SHIPPED_PROBES_DIR, default_probes_name
+
+    for probe_type in ("cnn", "linear"):
+        name, key = default_probes_name(GRAPH.space, probe_type=probe_type)
+        damaged = tmp_path / name
+        damaged.mkdir()
+        (damaged / "config.json").write_text((SHIPPED_PROBES_DIR / default_probes_name(GRAPH.space)[0]
+                                              / "config.json").read_text())
+        (damaged / "probe_training.json").write_text(json.dumps({"key": key}))
+        (damaged / "diffusion_pytorch_model.safetensors").write_bytes(b"torn")
+    shipped = default_shapes_probes(GRAPH.space, cache_dir=tmp_path)
+    reference = default_shapes_probes(GRAPH.space)
+    assert all(torch.equal(a, b) for a, b in zip(shipped.state_dict().values(), reference.state_dict().values(),
+                                                  strict=True))
+    retrained = default_shapes_probes(GRAPH.space, probe_type="linear", cache_dir=tmp_path)
+    assert "are unreadable" in caplog.text and retrained is not None
+    again = default_shapes_probes(GRAPH.space, probe_type="linear", cache_dir=tmp_path)  # the new cached copy
+    assert all(torch.equal(a, b) for a, b in zip(again.state_dict().values(), retrained.state_dict().values(),
+                                                  strict=True))

@@ -86,3 +86,15 @@ def test_a_failed_source_fails_its_fine_tuning_cells_without_running_them(tmp_pa
     assert launcher.batches == [[], ["unet/full/tiny/seed0", "unet/full/tiny/seed1"], []]
     statuses = {cell["cell"]: cell for cell in summary["cells"]}
     assert "did not finish" in statuses["ft/full/fail1-plus-101/seed0"]["error"]
+
+
+def test_one_dataset_name_with_two_definitions_is_refused():
+    """Issue 42, case 16: two per-model definitions under one name exported into one folder, and a model trained on
+    the other's data while its records named its own."""
+    other = PLUS | {"training_classes": ["000", "100", "001", "111", "011"]}
+    two = spec()
+    two["models"]["ft2"] = {"script": UNET, "init_from": "unet", "steps": 3, "datasets": [other]}
+    with pytest.raises(ValueError, match="the dataset name 'fail1-plus-101' has two definitions"):
+        Study.from_dict(two, base_dir=".")
+    two["models"]["ft2"]["datasets"] = [dict(PLUS)]  # the same definition twice is one dataset
+    Study.from_dict(two, base_dir=".")

@@ -79,16 +79,19 @@ def test_a_submitit_dir_under_a_file_and_slurm_without_srun_are_argument_errors(
     assert not (tmp_path / "out").exists()
 
 
-def test_a_local_job_ends_when_its_study_runner_is_killed(tmp_path):
+@pytest.mark.parametrize("bypass_sigterm", [False, True])
+def test_a_local_job_ends_when_its_study_runner_is_killed(tmp_path, bypass_sigterm):
     """submitit's local jobs run under a controller that outlives a SIGKILLed runner: the job watches the runner's
-    pid and ends itself, so no orphan trains on into a cell directory a rerun will find in use."""
+    pid and ends itself, so no orphan trains on into a cell directory a rerun will find in use; also where SIGTERM is
+    bypassed, as submitit's job environment does (issue 42, case 21)."""
     import subprocess
     import sys
     import time
 
+    bypass = "import signal\nsignal.signal(signal.SIGTERM, lambda *_: print('Bypassing signal SIGTERM'))\n"
     runner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     job = subprocess.Popen([sys.executable, "-c", (
-        "import time\nfrom compgen.studies.launchers import run_watched\n"
+        (bypass if bypass_sigterm else "") + "import time\nfrom compgen.studies.launchers import run_watched\n"
         f"run_watched(lambda command, threads: time.sleep(60), (), None, {runner.pid}, poll_s=0.2)")])
     time.sleep(1.0)
     assert job.poll() is None

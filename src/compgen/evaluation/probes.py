@@ -15,6 +15,7 @@ import inspect
 import json
 import logging
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from diffusers.configuration_utils import ConfigMixin, register_to_config
 from diffusers.models.modeling_utils import ModelMixin
+from safetensors import SafetensorError
 from torch import nn
 from tqdm.auto import tqdm
 
@@ -366,10 +368,17 @@ def default_shapes_probes(
     """
     name, key = default_probes_name(space, image_size, seed, probe_type)
     path = Path(cache_dir or default_probes_cache()) / name
-    for candidate in (path, SHIPPED_PROBES_DIR / name):
-        probes = _saved_probes(candidate, key)
-        if probes is not None:
-            return probes
+    probes = _saved_probes(SHIPPED_PROBES_DIR / name, key)  # shipped first: a damaged cache never shadows them
+    if probes is not None:
+        return probes
+    try:
+        probes = _saved_probes(path, key)
+    except (OSError, ValueError, RuntimeError, SafetensorError) as error:  # a torn or damaged cached copy
+        logger.warning("the cached default probes in %s are unreadable (%s: %s): training them again", path,
+                       type(error).__name__, error)
+        shutil.rmtree(path)
+    if probes is not None:
+        return probes
     logger.info("training default %s probes for %s (%d px, seed %d); cached in %s", probe_type, space.names,
                 image_size, seed, path)
     probes, accuracy = train_shapes_probes(space, probe_type, image_size=image_size, seed=seed)

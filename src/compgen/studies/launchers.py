@@ -190,11 +190,10 @@ def run_watched(function: RunFunction, command: tuple[str, ...], threads: int | 
             time.sleep(poll_s)
             try:
                 os.kill(runner_pid, 0)
-            except ProcessLookupError:
-                os.kill(os.getpid(), signal.SIGTERM)  # the run resumes from its last checkpoint on a rerun
-                return
-            except PermissionError:  # the pid now belongs to another user's process: the runner is gone
-                os.kill(os.getpid(), signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):  # gone (or the pid is now another user's process)
+                # SIGKILL: submitit's job environment bypasses SIGTERM (so that SLURM preemption can requeue), and
+                # a kill loses nothing a rerun needs: the run resumes from its last (atomically written) checkpoint.
+                os.kill(os.getpid(), signal.SIGKILL)
                 return
 
     threading.Thread(target=watch, name="study-runner-watch", daemon=True).start()

@@ -217,6 +217,12 @@ class Study:
             if isinstance(entry, dict):
                 check_definition(self.resolved(entry), f"{source}: dataset {entry.get('name')!r}")
         expect_unique(self.dataset_names, f"{source}: datasets")
+        definitions: dict[str, dict[str, Any]] = {}
+        for entry in self.datasets + tokenizer_datasets + model_datasets:  # one name, one dataset, one export
+            if isinstance(entry, dict) and definitions.setdefault(entry["name"], entry) != entry:
+                raise ValueError(f"{source}: the dataset name {entry['name']!r} has two definitions "
+                                 f"({canonical_json(definitions[entry['name']])} and {canonical_json(entry)}); both "
+                                 "would export into one folder: give each its own name")
         directories: dict[Path, Cell | TokenizerCell] = {}
         for run in [*self.tokenizer_runs(Path("study")), *self.cells(Path("study"))]:
             other = directories.setdefault(run.output_dir, run)

@@ -133,7 +133,12 @@ entry, a diffusers ``VQModel`` once per entry but the last; the value is that of
 
 def check_image_size(args: argparse.Namespace, image_size: int, dataset_name: str) -> None:
     """Fail before training when a model's width option (see :data:`IMAGE_HALVINGS`) cannot halve the images that
-    many times, e.g. ``--block_out_channels 32,64,64`` (divisor 8) on 28 px shapes."""
+    many times, e.g. ``--block_out_channels 32,64,64`` (divisor 8) on 28 px shapes, or a tokenizer's
+    ``--vq_crop_size`` is larger than the images."""
+    crop = getattr(args, "vq_crop_size", None)
+    if isinstance(crop, int) and crop > image_size:
+        raise ValueError(f"--vq_crop_size {crop} is larger than the images: dataset {dataset_name} has "
+                         f"{image_size}x{image_size} images (0: whole images)")
     for option, offset in IMAGE_HALVINGS.items():
         widths = getattr(args, option, None)
         if not isinstance(widths, str):
