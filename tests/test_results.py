@@ -103,3 +103,16 @@ def test_two_runs_of_one_name_are_refused_and_a_study_name_cannot_leave_the_fold
     with pytest.raises(ValueError, match="cannot name files in a results folder"):
         write_results([escaping], tmp_path / "out" / "folder", machine="test")
     assert not (tmp_path / "escaped_overlay_probes.png").exists() and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("content", ['{"a": 1}\n', "{torn\n{}\n", "[1]\n"])
+def test_a_foreign_or_torn_log_is_a_usage_error_before_anything_is_written(tmp_path, capsys, content):
+    """A sibling of issue 42, case 18, in the results-folder command: a traceback after ``logs/`` was made."""
+    from compgen.evaluation.results_folder import main
+
+    log = tmp_path / "run.jsonl"
+    log.write_text(content)
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(log), "--output", str(tmp_path / "folder"), "--machine", "test"])
+    assert exit_info.value.code == 2 and "not a compgen learning-dynamics log" in capsys.readouterr().err
+    assert not (tmp_path / "folder").exists()

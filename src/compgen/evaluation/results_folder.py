@@ -159,13 +159,21 @@ def write_results(sources: Sequence[str | Path], output: str | Path, machine: st
     for source in map(Path, sources):  # every study's name checked before anything is written
         if source.is_dir() and (source / "summary.json").is_file():
             _safe_study_name(str(json.loads((source / "summary.json").read_text())["study"]))
+    summaries = {}
+    for name, run in runs.items():  # every log is read and summarized before anything is written
+        try:
+            records = read_log(run["log"])
+            summaries[name] = run_summary(records)
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as error:
+            raise ValueError(f"{run['log']}: not a compgen learning-dynamics log ({type(error).__name__}: "
+                             f"{error})") from error
     (output / "logs").mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {"date": date or dates.today().isoformat(), "machine": machine, "runs": {}}
     for name, run in runs.items():
         target = output / "logs" / f"{name}.jsonl"
         shutil.copyfile(run["log"], target)
         records = read_log(target)
-        summary["runs"][name] = {"log": f"logs/{target.name}", "command": run["command"], **run_summary(records)}
+        summary["runs"][name] = {"log": f"logs/{target.name}", "command": run["command"], **summaries[name]}
         scalars = Path(run["log"]).parent / TRAINING_LOG  # the training scalars (a task's diagnostics), if logged
         if scalars.is_file():
             (output / "training_logs").mkdir(exist_ok=True)
@@ -250,11 +258,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                         "first steps per level and scorer go into summary.json under 'arms'")
     args = parser.parse_args(argv)
     arms = {arm[0]: arm[1:] for arm in args.arm}
-    unknown = sorted((set(args.figures) | {run for runs in arms.values() for run in runs})
-                     - set(collect_runs(args.sources)))
-    if unknown:
-        parser.error(f"--figures or --arm names runs that are not among the sources: {unknown}")
-    summary = write_results(args.sources, args.output, args.machine, args.date, figures=args.figures, arms=arms)
+    try:
+        unknown = sorted((set(args.figures) | {run for runs in arms.values() for run in runs})
+                         - set(collect_runs(args.sources)))
+        if unknown:
+            raise ValueError(f"--figures or --arm names runs that are not among the sources: {unknown}")
+        summary = write_results(args.sources, args.output, args.machine, args.date, figures=args.figures, arms=arms)
+    except (ValueError, FileNotFoundError) as error:  # checked before anything is written
+        parser.error(str(error))
     print(f"{len(summary['runs'])} runs -> {args.output}")
     return summary
 
