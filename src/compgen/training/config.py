@@ -38,6 +38,13 @@ class TrainingConfig:
 
     output_dir: str = "outputs/model"
     seed: int = 0
+    """Seeds the model's initial weights and, unless given apart, the data order and the training's random draws."""
+    data_seed: int | None = None
+    """Seeds the order of the training examples (default: ``seed``): given apart from ``seed``, the initialisation's
+    part in a result is told from the data order's."""
+    noise_seed: int | None = None
+    """Seeds every random draw of a training step: diffusion noise and timesteps, masks, concept dropout (default:
+    ``seed``)."""
     train_batch_size: int = 64
     """Examples per process per optimizer step (the global batch is this times the number of processes)."""
     max_train_steps: int = 1000
@@ -136,6 +143,12 @@ class TrainingConfig:
         if self.resume_from_checkpoint and self.overwrite_output_dir:
             raise ValueError("--resume_from_checkpoint continues the run in --output_dir; --overwrite_output_dir "
                              "discards it: give one of them")
+
+    @property
+    def seeds(self) -> tuple[int, int]:
+        """``(data order, training draws)``: ``data_seed`` and ``noise_seed``, each ``seed`` where not given."""
+        return (self.seed if self.data_seed is None else self.data_seed,
+                self.seed if self.noise_seed is None else self.noise_seed)
 
     def evaluation_due(self, step: int, held: bool = False) -> bool:
         """Whether the loop evaluates after optimizer step ``step`` (the last step is evaluated by the loop itself):

@@ -275,9 +275,9 @@ class Trainer:
         totals: dict[str, torch.Tensor] = {}
         for micro in range(config.gradient_accumulation_steps):
             micro_step = state.step * config.gradient_accumulation_steps + micro
-            indices = batch_indices(len(self.train_data), global_batch, micro_step, config.seed)
+            indices = batch_indices(len(self.train_data), global_batch, micro_step, config.seeds[0])
             batch = make_batch(self.train_data, indices[rank::world])
-            generator = torch.Generator().manual_seed(mix_seed(config.seed, micro_step, rank))
+            generator = torch.Generator().manual_seed(mix_seed(config.seeds[1], micro_step, rank))
             with accelerator.accumulate(model), accelerator.autocast(), attention_kernel(config.attention_kernel):
                 loss, scalars = self.task.compute_loss(model, batch, generator, state.step)
                 accelerator.backward(loss)
