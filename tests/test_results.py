@@ -116,3 +116,21 @@ def test_a_foreign_or_torn_log_is_a_usage_error_before_anything_is_written(tmp_p
         main([str(log), "--output", str(tmp_path / "folder"), "--machine", "test"])
     assert exit_info.value.code == 2 and "not a compgen learning-dynamics log" in capsys.readouterr().err
     assert not (tmp_path / "folder").exists()
+
+
+def test_paper_a_headline_needs_both_scorers_at_the_last_three_evaluations_and_drawn_objects():
+    """Issue 40's criterion: every level >= 0.9 by both scorers at each of the last three evaluations and every
+    level's fidelity >= 0.75 at the last; a ghosted level fails it, so does one low evaluation or one scorer."""
+    from compgen.evaluation.compare import headline_held
+
+    def record(step, probes=1.0, pixel=1.0, fidelity=0.8):
+        return {"step": step, "level_accuracy": {"0": 1.0, "2": probes}, "pixel_level_accuracy": {"0": 1.0, "2": pixel},
+                "fidelity_level": {"0": 0.85, "2": fidelity}}
+
+    assert headline_held([record(s) for s in (100, 200, 300, 400)])["held"]
+    assert not headline_held([record(100), record(200), record(300)][:2])["held"]  # fewer than three evaluations
+    early = headline_held([record(100, pixel=0.2), record(200), record(300), record(400)])  # before the last three
+    assert early["held"] and early["steps"] == [200, 300, 400]
+    assert not headline_held([record(200, pixel=0.88), record(300), record(400)])["held"]
+    ghost = headline_held([record(s, fidelity=0.55) for s in (100, 200, 300)])
+    assert not ghost["held"] and ghost["fidelity"]["2"] == 0.55 and ghost["lowest_accuracy"]["2"] == 1.0

@@ -80,6 +80,26 @@ SCORERS = {"probes": "level_accuracy", "pixel statistics": "pixel_level_accuracy
 """The two scorers of an evaluation record and the key of their per-level accuracy."""
 
 
+HEADLINE_ACCURACY, HEADLINE_EVALUATIONS, HEADLINE_FIDELITY = 0.9, 3, 0.75
+"""Paper A's headline (every level, the held-out ones included, emerges) holds in a run when every level is at
+:data:`HEADLINE_ACCURACY` or more by both scorers at each of the last :data:`HEADLINE_EVALUATIONS` evaluations, and
+every level's colour-strength fidelity is :data:`HEADLINE_FIDELITY` or more at the last (drawn, not ghosted)."""
+
+
+def headline_held(records: Records) -> dict[str, Any]:
+    """Whether Paper A's headline holds at the end of a run (:data:`HEADLINE_ACCURACY`), with why not: the lowest
+    level accuracy of either scorer over the last evaluations and the lowest level fidelity at the last, per level."""
+    last = list(records[-HEADLINE_EVALUATIONS:])
+    accuracy = {level: min(float(r[key][level]) for r in last for key in SCORERS.values() if key in r)
+                for level in last[-1]["level_accuracy"]}
+    fidelity = {level: float(value) for level, value in last[-1].get("fidelity_level", {}).items()}
+    scored = len(last) == HEADLINE_EVALUATIONS and all(all(k in r for k in SCORERS.values()) for r in last)
+    held = (scored and min(accuracy.values()) >= HEADLINE_ACCURACY and bool(fidelity)
+            and min(fidelity.values()) >= HEADLINE_FIDELITY)
+    return {"held": held, "lowest_accuracy": accuracy, "fidelity": fidelity,
+            "steps": [int(r["step"]) for r in last]}
+
+
 def level_curve(records: Records, level: int | str, key: str = "level_accuracy") -> tuple[np.ndarray, np.ndarray]:
     """(steps, level accuracy) of one run by the scorer whose per-level table is ``key``; keys may be ints or
     strings (after JSON)."""

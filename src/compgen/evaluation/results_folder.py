@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic_io import atomic_write_text
-from .compare import SCORERS, Records, arm_summaries, rose_then_collapsed
+from .compare import SCORERS, Records, arm_summaries, headline_held, rose_then_collapsed
 from .curves import first_step_at
 from .tracker import own_records, read_log
 
@@ -61,6 +61,7 @@ def run_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
             entry.update(fidelity=last["fidelity"][name], fidelity_ks=last["fidelity_ks"][name],
                          hybrid=int(failures.get("hybrid", 0)), pale=int(failures.get("pale", 0)))
         summary["final_fidelity_level"] = dict(last["fidelity_level"])
+    summary["headline"] = headline_held(records)  # Paper A's criterion: both scorers, last three, fidelity
     summary["wall_clock_s"] = round(float(last.get("wall_clock_s", 0.0)), 1)
     for key in ("scorer_version", "commit"):
         if key in last:
