@@ -140,6 +140,9 @@ def test_records_carry_the_second_scorer_and_flag_disagreement(probes, tmp_path)
     record = tracker.evaluate(renderer_generator(GRAPH.space), step=4)
     small = [GRAPH.format(c) for c in GRAPH.nodes if c[2] == 1]
     assert record["scorer_disagreements"] == small
+    # Its per-concept accuracy names the concept it rejects (size), where the multiplicative accuracy cannot.
+    assert {concept for concept, value in record["pixel_concept_accuracy"][small[0]].items() if value < 1.0} == {
+        GRAPH.space.names[2]}
     assert read_log(log_path)[0]["scorer_disagreements"] == small
     assert all(record["scorer_agreement"][name] == 0.0 for name in small)
     no_second = LearningDynamicsTracker(GRAPH, probes, num_images_per_class=2, pixel_scorer=False).evaluate(

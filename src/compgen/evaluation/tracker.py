@@ -131,7 +131,7 @@ class LearningDynamicsTracker:
         has_object, pixel_predictions = scores.has_object, scores.pixel_predictions
 
         accuracy, additive, prob_product, per_concept, object_rate = {}, {}, {}, {}, {}
-        failures, pixel_accuracy, agreement, fidelity = {}, {}, {}, {}
+        failures, pixel_accuracy, pixel_concept, agreement, fidelity = {}, {}, {}, {}, {}
         for i, (name, node) in enumerate(zip(self.class_names, self.graph.nodes, strict=True)):
             rows = slice(i * n, (i + 1) * n)
             target = np.asarray(node)
@@ -148,6 +148,8 @@ class LearningDynamicsTracker:
                 fidelity[name] = strength_fidelity(scores.colour_strength[rows], self._reference_strength(name))
             if pixel_predictions is not None:
                 pixel_accuracy[name] = multiplicative_accuracy(pixel_predictions[rows], target)
+                pixel_concept[name] = dict(zip(self.graph.space.names, map(
+                    float, concept_accuracies(pixel_predictions[rows], target)), strict=True))
                 probe_correct = per_image_correctness(predictions[rows], target).all(axis=1)
                 pixel_correct = per_image_correctness(pixel_predictions[rows], target).all(axis=1)
                 agreement[name] = float((probe_correct == pixel_correct).mean())
@@ -181,6 +183,7 @@ class LearningDynamicsTracker:
                                                                                     self.levels).items()}
         if pixel_predictions is not None:
             record["pixel_accuracy"] = pixel_accuracy
+            record["pixel_concept_accuracy"] = pixel_concept  # which concept the pixel scorer rejects
             record["pixel_level_accuracy"] = {
                 str(k): v for k, v in level_means(pixel_accuracy, self.levels).items()
             }
