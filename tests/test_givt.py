@@ -200,10 +200,44 @@ def test_pipeline_refuses_bad_options():
         pipe("111", num_inference_steps=None)
     with pytest.raises(ValueError, match="exactly one tokenizer"):
         GIVTPipeline(vqvae=None, vae=None, transformer=pipe.transformer, scheduler=pipe.scheduler)
-    guided = GIVTPipeline(vqvae=pipe.vqvae, transformer=_model(grid_size=7, concept_dropout=0.1).eval(),
-                          scheduler=pipe.scheduler)
-    with pytest.raises(ValueError, match="classifier-free guidance of GIVTPipeline"):
-        guided("111", guidance_scale=2.0)
+    with pytest.raises(ValueError, match="needs a model trained with concept_dropout > 0"):
+        pipe("111", guidance_scale=2.0)  # no null concepts to guide against: the fix is named
+
+
+def test_distribution_based_guidance_draws_from_the_guided_gaussian():
+    """GIVT's guidance (Tschannen et al. 2024, Sec. 3.4) of one component: p_c^s / p_u^(s-1) is a Gaussian of
+    precision s/sc^2 - (s-1)/su^2; scale 1 is the conditional component; an improper density falls back to it."""
+    from compgen.models.gaussian_mixture import mixture_sample
+
+    logits = torch.tensor([[0.0, -1e9]])  # the first component, always
+    means, null_means = torch.tensor([[[1.0], [5.0]]]), torch.tensor([[[0.0], [5.0]]])
+    log_scales = torch.zeros(1, 2, 1)
+    null_log_scales = torch.full((1, 2, 1), float(np.log(2.0)))
+
+    def draw(scale, temperature=0.0, null_log=null_log_scales):
+        return mixture_sample(logits, means, log_scales, temperature, torch.Generator().manual_seed(0),
+                              null_means=null_means, null_log_scales=null_log, guidance_scale=scale)
+
+    assert draw(1.0).item() == 1.0  # no guidance: the conditional mean
+    precision = 3.0 / 1.0 - 2.0 / 4.0
+    assert draw(3.0).item() == pytest.approx((3.0 * 1.0 - 2.0 * 0.0 / 4.0) / precision)  # pushed away from the null
+    many = torch.cat([mixture_sample(logits.expand(4000, 2), means.expand(4000, 2, 1), log_scales.expand(4000, 2, 1),
+                                     1.0, torch.Generator().manual_seed(1), null_means=null_means.expand(4000, 2, 1),
+                                     null_log_scales=null_log_scales.expand(4000, 2, 1), guidance_scale=3.0)])
+    assert many.std().item() == pytest.approx(precision ** -0.5, rel=0.05)
+    assert draw(3.0, null_log=torch.full((1, 2, 1), -1.0)).item() == 1.0  # improper: the conditional component
+
+
+def test_guided_sampling_runs_and_differs_from_unguided():
+    model = _model(grid_size=7, concept_dropout=0.1).eval()
+    with torch.no_grad():  # the output head starts at zero, blind to the concepts: give it weights
+        model.head.weight.normal_(std=0.1)
+    pipe = GIVTPipeline(vqvae=_pipe().vqvae, transformer=model, scheduler=_pipe().scheduler)
+    pipe.set_progress_bar_config(disable=True)
+    kwargs = {"num_inference_steps": 2, "output_type": "np"}
+    plain = pipe("111", generator=torch.Generator().manual_seed(0), **kwargs).images
+    guided = pipe("111", generator=torch.Generator().manual_seed(0), guidance_scale=3.0, **kwargs).images
+    assert np.isfinite(guided).all() and not np.array_equal(plain, guided)
 
 
 @pytest.mark.usefixtures("fresh_accelerator_state")

@@ -92,8 +92,10 @@ class GIVTPipeline(DiffusionPipeline):
             num_inference_steps: Unmasking steps (MaskGIT's 8-12).
             temperature: Scale of every mixture component's standard deviation when a token is sampled (1: the
                 mixture itself; 0: the mean of a component drawn by its weight).
-            guidance_scale: Only 1 (no guidance): classifier-free guidance of a mixture (GIVT's distribution-based
-                guidance) is not built; other values are refused.
+            guidance_scale: GIVT's distribution-based classifier-free guidance (Tschannen et al. 2024, Sec. 3.4): a
+                token is drawn from ``p_cond^s / p_null^(s-1)`` of its drawn mixture component
+                (:func:`~compgen.models.gaussian_mixture.mixture_sample`); 1: no guidance. Needs a transformer
+                trained with concept dropout (``--concept_dropout``), refused otherwise.
             generator: A CPU ``torch.Generator``, or a list with one per image, for the reveal order and the token
                 samples (reproducibility; a batch with a list reproduces single-image calls image for image).
             output_type: ``"pil"``, ``"np"`` (``(B, H, W, 3)`` floats in [0, 1]) or ``"pt"`` (``(B, 3, H, W)``).
@@ -120,9 +122,7 @@ class GIVTPipeline(DiffusionPipeline):
         inputs = prepare_concept_inputs(
             self.transformer, concepts, num_images_per_prompt, guidance_scale, concept_values, device=device
         )
-        if inputs.do_classifier_free_guidance:
-            raise ValueError(f"guidance_scale {guidance_scale}: classifier-free guidance of {type(self).__name__}'s "
-                             "token distributions is not built; sample with guidance_scale=1")
+        do_classifier_free_guidance = inputs.do_classifier_free_guidance
 
         # 3. Prepare the tokens: a (B, L, C) sequence of latents, every one masked unless given
         config = self.transformer.config
@@ -139,7 +139,13 @@ class GIVTPipeline(DiffusionPipeline):
         for step in self.progress_bar(range(num_inference_steps)):
             # predict a Gaussian mixture for every token from the revealed ones
             latents = tokens.transpose(1, 2).reshape(batch_size, channels, config.grid_size, -1)
-            output = self.transformer(latents, masked, **inputs.model_kwargs)
+            if do_classifier_free_guidance:  # conditional half first, then the null half
+                both = self.transformer(torch.cat([latents] * 2), torch.cat([masked] * 2), **inputs.model_kwargs)
+                logits, means, log_scales = (x.chunk(2)[0] for x in (both.logits, both.means, both.log_scales))
+                null = {"null_means": both.means.chunk(2)[1], "null_log_scales": both.log_scales.chunk(2)[1]}
+            else:
+                output = self.transformer(latents, masked, **inputs.model_kwargs)
+                logits, means, log_scales, null = output.logits, output.means, output.log_scales, {}
 
             # pick as many masked tokens as the schedule reveals now, in a random order
             remaining = self.scheduler.num_masked_after(step, num_tokens, num_masked)
@@ -147,13 +153,15 @@ class GIVTPipeline(DiffusionPipeline):
             reveal = torch.zeros_like(masked).scatter_(1, scores.topk(num_masked - remaining, dim=1).indices, True)
 
             # draw their latents from their mixtures
+            # (guided: GIVT's distribution-based guidance of the drawn component, mixture_sample)
             if isinstance(generator, list):  # each image from its own generator, as a call for it alone draws it
-                sampled = torch.cat([mixture_sample(output.logits[i][reveal[i]], output.means[i][reveal[i]],
-                                                    output.log_scales[i][reveal[i]], temperature, g)
-                                     for i, g in enumerate(generator)])
+                sampled = torch.cat([mixture_sample(
+                    logits[i][reveal[i]], means[i][reveal[i]], log_scales[i][reveal[i]], temperature, g,
+                    guidance_scale=guidance_scale, **{k: v[i][reveal[i]] for k, v in null.items()})
+                    for i, g in enumerate(generator)])
             else:
-                sampled = mixture_sample(output.logits[reveal], output.means[reveal], output.log_scales[reveal],
-                                         temperature, generator)
+                sampled = mixture_sample(logits[reveal], means[reveal], log_scales[reveal], temperature, generator,
+                                         guidance_scale=guidance_scale, **{k: v[reveal] for k, v in null.items()})
             tokens[reveal] = sampled.to(tokens.dtype)
             masked &= ~reveal
             num_masked = remaining
