@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TORCH_PIN ?= torch==2.13.0
 OUT ?= outputs
 
-.PHONY: setup quickstart test lint bench
+.PHONY: setup quickstart quickstart-maskgit test lint bench
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -15,12 +15,21 @@ $(PY):
 
 setup: $(PY)
 
-# The main job on a small CPU default: export the default dataset with a contact sheet, then train the flagship
-# MaskGIT + JEPA model (an all-classes tokenizer first) with its quickstart preset into $(OUT)/maskgit-jepa.
+# The main job on a small CPU default: export the default dataset with a contact sheet, then show Paper A's emergence
+# on H32-train1 with the U-Net's quickstart preset (the README's five-minute command) into $(OUT)/unet, and print its
+# per-level table by both scorers with where its plots and sample sheet are.
 quickstart: setup
 	$(PY) -m compgen.quickstart --output_dir $(OUT)
 	OMP_NUM_THREADS=1 $(VENV)/bin/accelerate launch --cpu --num_processes 1 --num_cpu_threads_per_process 1 \
+		examples/train_tuple_unet.py --preset quickstart --dataset okawa-h32-train1 --output_dir $(OUT)/unet \
+		--resume_from_checkpoint latest
+	$(PY) -m compgen.quickstart --report $(OUT)/unet
+
+# Paper B's flagship, MaskGIT + JEPA (an all-classes tokenizer first), with its quickstart preset.
+quickstart-maskgit: setup
+	OMP_NUM_THREADS=1 $(VENV)/bin/accelerate launch --cpu --num_processes 1 --num_cpu_threads_per_process 1 \
 		examples/train_maskgit_jepa.py --preset quickstart --output_dir $(OUT)/maskgit-jepa --resume_from_checkpoint latest
+	$(PY) -m compgen.quickstart --report $(OUT)/maskgit-jepa
 
 # Tests run single-threaded: their models are tiny, and extra torch threads only add overhead and contention.
 # The per-test timeout needs pytest-timeout: a .venv made before it joined the test extra gets it here.

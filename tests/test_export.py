@@ -132,3 +132,26 @@ def test_quickstart_writes_the_dataset_and_a_contact_sheet(tmp_path, capsys):
     assert (tmp_path / "outputs" / "contact_sheet.png").is_file()
     assert "okawa-h32-train1/train-00000-of-00001.parquet" in files_to_upload(tmp_path / "outputs" / "dataset")
     assert "contact_sheet.png" in capsys.readouterr().out
+
+
+@pytest.mark.usefixtures("single_thread")
+def test_quickstart_report_prints_both_scorers_per_level_and_where_the_plots_are(tmp_path, capsys):
+    """``make quickstart``'s last step (issue 41, item 7): the per-level table by both scorers, the headline's
+    verdict, the learning-dynamics plot and the sample sheet of the run."""
+    from conftest import reset_accelerate_state
+    from repo_scripts import load_repo_script
+
+    reset_accelerate_state()
+    load_repo_script("examples/train_tuple_unet.py").main([
+        "--dataset", "okawa-h32-train1", "--cache_dir", str(tmp_path / "cache"), "--block_out_channels", "8,16",
+        "--layers_per_block", "1", "--train_batch_size", "8", "--max_train_steps", "4", "--eval_steps", "2",
+        "--eval_images_per_class", "2", "--eval_inference_steps", "2", "--output_dir", str(tmp_path / "unet")])
+    capsys.readouterr()
+    quickstart_main(["--report", str(tmp_path / "unet")])
+    out = capsys.readouterr().out
+    assert "| level | probes | pixel statistics | fidelity |" in out and "| 2 |" in out
+    assert "Paper A's headline" in out and "does not hold" in out  # four steps of a tiny model
+    assert (tmp_path / "unet" / "figures" / "learning_dynamics.png").is_file()
+    assert f"sample sheet: {tmp_path / 'unet' / 'figures' / 'samples.png'}" in out
+    with pytest.raises(SystemExit):
+        quickstart_main(["--report", str(tmp_path / "nothing")])

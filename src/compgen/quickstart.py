@@ -1,7 +1,11 @@
-"""The project's main job on a small CPU default: ``python -m compgen.quickstart --output_dir outputs``.
+"""The project's main job on a small CPU default (``make quickstart``): the data, then Paper A's emergence.
 
-Steps: build the default concept-graph dataset (Okawa et al. 2023's ``okawa-h32-train1``), export it in
-Hugging Face Hub layout to ``<output-dir>/dataset`` and write a contact sheet of samples per concept class.
+``python -m compgen.quickstart --output_dir outputs`` builds the default concept-graph dataset (Okawa et al. 2023's
+``okawa-h32-train1``), exports it in Hugging Face Hub layout to ``<output-dir>/dataset`` and writes a contact sheet
+of samples per concept class. After a training run, ``python -m compgen.quickstart --report RUN_DIR`` prints its
+per-level accuracy at the last evaluation by both scorers, whether Paper A's headline holds there
+(:func:`~compgen.evaluation.compare.headline_held`), and writes the learning-dynamics plots and the sample sheet
+(Paper A, Fig. 5: level 2 emerges last).
 """
 
 from __future__ import annotations
@@ -25,7 +29,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--output_dir", default="outputs", help="where to write the dataset and the contact sheet")
     parser.add_argument("--config", default=DEFAULT_CONFIG, help="concept-graph dataset config")
     parser.add_argument("--cache_dir", default=None, help="datasets cache directory")
+    parser.add_argument("--report", default=None, metavar="RUN_DIR",
+                        help="instead: the per-level table, plots and sample sheet of a trained run")
     args = parser.parse_args(argv)
+    if args.report is not None:
+        log = Path(args.report) / "learning_dynamics.jsonl"
+        if not log.is_file():
+            parser.error(f"--report {args.report}: no learning_dynamics.jsonl there (train first)")
+        print(run_report(Path(args.report)))
+        return
     output_dir = Path(args.output_dir)
 
     # 1. Build the dataset: train = training classes only, test = every class of the concept graph.
@@ -45,6 +57,34 @@ def main(argv: list[str] | None = None) -> None:
     sheet_path = output_dir / "contact_sheet.png"
     atomic_write_bytes(sheet_path, _png_bytes(contact_sheet(dataset["test"], samples_per_class=10)))
     print(f"wrote {sheet_path}")
+
+
+def run_report(run_dir: Path) -> str:
+    """The per-level accuracy at a run's last evaluation by both scorers, the headline's verdict, and where its
+    plots and sample sheet are (written into ``run_dir/figures``)."""
+    from .evaluation.compare import SCORERS, headline_held
+    from .evaluation.plots import plot_all
+    from .evaluation.tracker import read_log
+
+    records = read_log(run_dir / "learning_dynamics.jsonl")
+    last = records[-1]
+    paths = plot_all(run_dir / "learning_dynamics.jsonl", run_dir / "figures", samples_dir=run_dir / "samples")
+    lines = [f"step {last['step']}: per-level accuracy (multiplicative; chance {last['chance']})", "",
+             "| level | " + " | ".join(scorer for scorer, key in SCORERS.items() if key in last) + " | fidelity |",
+             "|---|" + "---|" * sum(key in last for key in SCORERS.values()) + "---|"]
+    for level in sorted(last["level_accuracy"], key=int):
+        values = [f"{last[key][level]:.2f}" for key in SCORERS.values() if key in last]
+        fidelity = last.get("fidelity_level", {}).get(level)
+        lines.append(f"| {level} | " + " | ".join(values) + f" | {'-' if fidelity is None else f'{fidelity:.2f}'} |")
+    held = headline_held(records)
+    lines += ["", "Paper A's headline (every level >= 0.9 by both scorers at the last three evaluations, fidelity "
+              f">= 0.75): {'holds' if held['held'] else 'does not hold'} here"]
+    named = {path.stem: path for path in paths}
+    for stem, text in (("learning_dynamics", "learning dynamics"), ("samples", "sample sheet"),
+                       ("emergence_order", "order of emergence")):
+        if stem in named:
+            lines.append(f"{text}: {named[stem]}")
+    return "\n".join(lines)
 
 
 def _png_bytes(image: Image.Image) -> bytes:
