@@ -45,9 +45,9 @@ def test_gradients_reach_online_model_and_predictor_but_not_the_target():
     assert all(not p.requires_grad for p in target.shadow.parameters())
     assert predictor.heads["2"][-1].weight.grad.abs().sum() > 0
     assert predictor.heads["3"][-1].weight.grad.abs().sum() > 0
-    assert online.blocks[0].linear1.weight.grad.abs().sum() > 0
+    assert online.blocks[0].ff.net[0].proj.weight.grad.abs().sum() > 0
     # Blocks above the deepest JEPA layer get no JEPA gradient.
-    assert online.blocks[3].linear1.weight.grad is None or online.blocks[3].linear1.weight.grad.abs().sum() == 0
+    assert online.blocks[3].ff.net[0].proj.weight.grad is None or online.blocks[3].ff.net[0].proj.weight.grad.abs().sum() == 0
 
 
 def test_loss_is_detached_from_targets_even_if_they_require_grad():

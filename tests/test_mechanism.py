@@ -40,13 +40,13 @@ def constructed_transformer(value_reads: list[list[int]], neuron_reads: list[lis
             start = BLOCK * index
             table[0, start : start + 4] = torch.tensor([1.0, -1.0, 1.0, -1.0])
             table[1, start + 4 : start + 8] = torch.tensor([1.0, -1.0, 1.0, -1.0])
-        attention = model.blocks[0].self_attn
-        value = attention.in_proj_weight[2 * width :]  # rows of the value projection, head h at rows [8h, 8h + 8)
+        attention = model.blocks[0].attn
+        value = attention.to_v.weight  # rows of the value projection, head h at rows [8h, 8h + 8)
         for head, reads in enumerate(value_reads):
             for concept in reads:
                 value[BLOCK * head : BLOCK * (head + 1), BLOCK * concept : BLOCK * (concept + 1)] += torch.eye(BLOCK)
-        attention.out_proj.weight.copy_(torch.eye(width))
-        linear1 = model.blocks[0].linear1.weight  # (neurons, width)
+        attention.to_out[0].weight.copy_(torch.eye(width))
+        linear1 = model.blocks[0].ff.net[0].proj.weight  # (neurons, width)
         for neuron, reads in enumerate(neuron_reads):
             for concept in reads:
                 linear1[neuron, BLOCK * concept : BLOCK * concept + 4] = torch.tensor([1.0, -1.0, 1.0, -1.0])

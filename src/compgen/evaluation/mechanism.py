@@ -40,32 +40,30 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..atomic_io import atomic_write_text
+from ..models.transformer_block import TransformerBlock
 
 DEFAULT_FLOOR = 0.05
 DEFAULT_RATIO = 0.5
 DEFAULT_TOP_FRACTION = 0.05
 
 
-def block_internals(block: nn.TransformerEncoderLayer, hidden: torch.Tensor
-                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One pre-norm block (:func:`~compgen.models.maskgit_transformer.transformer_blocks`) computed by hand, in eval
+def block_internals(block: TransformerBlock, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One pre-norm block (:class:`~compgen.models.transformer_block.TransformerBlock`) computed by hand, in eval
     mode: its output ``(B, L, D)``, each head's contribution to the residual stream ``(B, H, L, D)`` (they sum, with
     the output projection's bias, to the attention output) and the MLP's hidden activations ``(B, L, F)``."""
-    if not block.norm_first:
-        raise ValueError("block_internals reads pre-norm blocks (norm_first=True), as compgen's transformers are built")
-    attention = block.self_attn
+    attention = block.attn
     batch, length, width = hidden.shape
-    heads = attention.num_heads
-    head_dim = width // heads
+    heads, head_dim = attention.heads, attention.head_dim
     normed = block.norm1(hidden)
-    query, key, value = F.linear(normed, attention.in_proj_weight, attention.in_proj_bias).chunk(3, dim=-1)
-    query, key, value = (x.view(batch, length, heads, head_dim).transpose(1, 2) for x in (query, key, value))
+    query, key, value = (projection(normed).view(batch, length, heads, head_dim).transpose(1, 2)
+                         for projection in (attention.to_q, attention.to_k, attention.to_v))
     per_head = F.scaled_dot_product_attention(query, key, value)  # (B, H, L, head_dim)
-    out_weight = attention.out_proj.weight.view(width, heads, head_dim)
-    contributions = torch.einsum("bhld,ehd->bhle", per_head, out_weight)
-    hidden = hidden + contributions.sum(1) + attention.out_proj.bias
-    neurons = block.activation(block.linear1(block.norm2(hidden)))
-    return hidden + block.linear2(neurons), contributions, neurons
+    out_projection = attention.to_out[0]
+    contributions = torch.einsum("bhld,ehd->bhle", per_head, out_projection.weight.view(width, heads, head_dim))
+    hidden = hidden + contributions.sum(1) + out_projection.bias
+    first, last = block.ff.net[0], block.ff.net[2]  # the GELU projection in, the projection out
+    neurons = first(block.norm2(hidden))
+    return hidden + last(neurons), contributions, neurons
 
 
 @torch.no_grad()

@@ -32,6 +32,7 @@ from safetensors.torch import load_file
 from ..atomic_io import atomic_write_text
 from ..concepts import ConceptGraph
 from ..images import unit_to_uint8
+from ..models.transformer_block import convert_legacy_block_weights
 from .sampling_precision import sampling_precision
 
 PIPELINES = {
@@ -72,6 +73,7 @@ def load_checkpoint_weights(pipeline, denoiser: str, checkpoint: Path, weights: 
     """Put a checkpoint's online (``model.safetensors``) or EMA (``ema.safetensors``) weights into the pipeline."""
     path = checkpoint_weights_path(checkpoint, weights)
     state = load_file(str(path))
+    convert_legacy_block_weights(state)  # blocks saved by an older compgen (nn.TransformerEncoderLayer)
     if any(key.startswith("transformer.") for key in state):  # MaskGIT trains the transformer with its predictor
         state = {key[len("transformer."):]: value for key, value in state.items() if key.startswith("transformer.")}
     try:

@@ -164,7 +164,9 @@ class ConceptEmbedding(nn.Module):
                 values = values_by_name.get(name)
                 if values is None:
                     values = getattr(self, f"{name}_values")[concepts[:, column]]
-                embeddings.append(embedder(values.to(self.weight_dtype)))
+                # the values' table's dtype: the model's compute dtype, also where layerwise casting stores the
+                # embedders' weights in another (fp8)
+                embeddings.append(embedder(values.to(getattr(self, f"{name}_values").dtype)))
             else:
                 embeddings.append(embedder(concepts[:, column]))
         embedded = torch.stack(embeddings, dim=1)
@@ -180,11 +182,6 @@ class ConceptEmbedding(nn.Module):
             null = self.null_embedding.to(embedded.dtype).expand_as(embedded)
             embedded = torch.where(drop_mask.unsqueeze(-1), null, embedded)
         return embedded
-
-    @property
-    def weight_dtype(self) -> torch.dtype:
-        """The dtype of the embedders' weights (what continuous values are cast to)."""
-        return next(self.embedders.parameters()).dtype
 
 
 def _mlp(in_features: int, dim: int) -> nn.Sequential:

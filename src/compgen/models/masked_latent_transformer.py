@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import torch
 from diffusers.configuration_utils import ConfigMixin
+from diffusers.models.attention import AttentionMixin
 from diffusers.models.modeling_utils import ModelMixin
 from torch import nn
 
 from .concept_embedding import ConceptConditionedMixin
-from .maskgit_transformer import transformer_blocks
 from .standardized_latents import StandardizedLatentsMixin
+from .transformer_block import LegacyBlockWeightsMixin, transformer_blocks
 
 
-class MaskedLatentTransformer(StandardizedLatentsMixin, ConceptConditionedMixin, ModelMixin, ConfigMixin):
+class MaskedLatentTransformer(
+    LegacyBlockWeightsMixin, StandardizedLatentsMixin, ConceptConditionedMixin,
+    AttentionMixin, ModelMixin, ConfigMixin,
+):
     """The backbone GIVT and MAR share: MaskGIT's transformer over a grid of continuous latent tokens, where a masked
     token enters as one learned vector and a visible one as a linear map of its standardized latent, after the concept
     tokens. Subclasses register their config and add an output head on :meth:`encode`'s per-token states."""

@@ -15,30 +15,14 @@ from dataclasses import dataclass
 
 import torch
 from diffusers.configuration_utils import ConfigMixin, register_to_config
+from diffusers.models.attention import AttentionMixin
 from diffusers.models.modeling_utils import ModelMixin
 from diffusers.utils import BaseOutput
 from torch import nn
 
 from .concept_embedding import ConceptConditionedMixin
 from .config_bounds import check_config_bounds
-
-
-def transformer_blocks(hidden_size: int, num_layers: int, num_heads: int, mlp_ratio: float = 4.0,
-                       dropout: float = 0.0) -> nn.ModuleList:
-    """The pre-norm transformer blocks (GELU MLP) of every compgen token model: MaskGIT's and the DiT's backbones
-    are built by this one function, so they differ only in their inputs, outputs and objective."""
-    return nn.ModuleList(
-        nn.TransformerEncoderLayer(
-            hidden_size,
-            num_heads,
-            dim_feedforward=int(hidden_size * mlp_ratio),
-            dropout=dropout,
-            activation="gelu",
-            batch_first=True,
-            norm_first=True,
-        )
-        for _ in range(num_layers)
-    )
+from .transformer_block import LegacyBlockWeightsMixin, transformer_blocks
 
 
 @dataclass
@@ -50,7 +34,7 @@ class MaskGITTransformerOutput(BaseOutput):
     hidden_states: tuple[torch.Tensor, ...] | None = None
 
 
-class MaskGITTransformer(ConceptConditionedMixin, ModelMixin, ConfigMixin):
+class MaskGITTransformer(LegacyBlockWeightsMixin, ConceptConditionedMixin, AttentionMixin, ModelMixin, ConfigMixin):
     r"""Predicts the VQ index of every image token from a partially masked grid and a concept tuple.
 
     Args:
@@ -127,7 +111,7 @@ class MaskGITTransformer(ConceptConditionedMixin, ModelMixin, ConfigMixin):
             raise ValueError(f"concepts has batch size {concepts.shape[0]} but input_ids has {batch_size}")
         drop_mask = self.training_drop_mask(concepts, drop_mask)
         concept_tokens = self.concept_embedding(concepts, concept_values, drop_mask, check_values=check_values)
-        hidden = torch.cat([concept_tokens.to(self.token_embedding.weight.dtype), self.token_embedding(input_ids)], 1)
+        hidden = torch.cat([concept_tokens.to(self.position_embedding.dtype), self.token_embedding(input_ids)], 1)
         return hidden + self.position_embedding
 
     def hidden_states(self, input_ids: torch.LongTensor, concepts: torch.LongTensor,

@@ -3,7 +3,7 @@
 Paper B (Farid et al. 2025) compares a categorical objective (MaskGIT: cross-entropy over VQ indices) with a
 continuous one (DiT: diffusion over the token vectors) on the same tokens. To make the objective the only difference,
 this model *is* the MaskGIT backbone run continuously: the same pre-norm transformer blocks
-(:func:`~compgen.models.maskgit_transformer.transformer_blocks`), the same concept tokens prepended to the image tokens
+(:func:`~compgen.models.transformer_block.transformer_blocks`), the same concept tokens prepended to the image tokens
 (:class:`~compgen.models.concept_embedding.ConceptEmbedding`, same ``full`` / ``quantized`` / dropout semantics), and
 one more prepended token for the diffusion time. Image tokens are the tokenizer's latent vectors before quantization
 (a linear map in, a linear map out to the noise or velocity). Time and condition as tokens is U-ViT's design (Bao et
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import torch
 from diffusers.configuration_utils import ConfigMixin, register_to_config
+from diffusers.models.attention import AttentionMixin
 from diffusers.models.embeddings import TimestepEmbedding
 from diffusers.models.modeling_utils import ModelMixin
 from diffusers.models.unets.unet_2d import UNet2DOutput
@@ -22,11 +23,14 @@ from torch import nn
 
 from .concept_embedding import ConceptConditionedMixin, SinusoidalTimesteps, broadcast_timesteps
 from .config_bounds import check_config_bounds
-from .maskgit_transformer import transformer_blocks
 from .standardized_latents import StandardizedLatentsMixin, check_latent_statistics
+from .transformer_block import LegacyBlockWeightsMixin, transformer_blocks
 
 
-class TupleConditionedDiT(StandardizedLatentsMixin, ConceptConditionedMixin, ModelMixin, ConfigMixin):
+class TupleConditionedDiT(
+    LegacyBlockWeightsMixin, StandardizedLatentsMixin, ConceptConditionedMixin,
+    AttentionMixin, ModelMixin, ConfigMixin,
+):
     r"""Predicts the noise (or velocity) in a grid of continuous latents ``(B, C, g, g)`` given a concept tuple.
 
     Args:
@@ -121,7 +125,7 @@ class TupleConditionedDiT(StandardizedLatentsMixin, ConceptConditionedMixin, Mod
         drop_mask = self.training_drop_mask(concepts, drop_mask)
 
         timesteps = broadcast_timesteps(timestep, batch_size, sample.device)
-        dtype = self.input_projection.weight.dtype
+        dtype = self.position_embedding.dtype  # the compute dtype, also under layerwise casting (fp8 storage)
         time_token = self.time_embedding(self.time_proj(timesteps).to(dtype))[:, None]
         concept_tokens = self.concept_embedding(concepts, concept_values, drop_mask).to(dtype)
         image_tokens = self.input_projection(sample.flatten(2).transpose(1, 2).to(dtype))

@@ -27,6 +27,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from ..models.transformer_block import convert_legacy_block_weights
+
 MODEL_NAME = "model.safetensors"
 OPTIMIZER_TENSORS_NAME = "optimizer.safetensors"
 OPTIMIZER_STATE_NAME = "optimizer.json"
@@ -130,6 +132,11 @@ def load_checkpoint(
 
     def load_into(module: nn.Module, path: Path) -> None:
         tensors = _read(path, lambda p: load_file(str(p)))
+        if convert_legacy_block_weights(tensors):
+            raise CheckpointError(
+                f"checkpoint file {path} holds transformer blocks of an older compgen (nn.TransformerEncoderLayer): "
+                "its weights load, but its optimizer state does not fit the rebuilt blocks, so it cannot be resumed; "
+                f"start a new run from its weights with --init_from {directory} (a fresh optimizer)")
         try:
             module.load_state_dict(tensors)
         except RuntimeError as error:

@@ -26,6 +26,7 @@ from safetensors.torch import load_file
 from torch import nn
 
 from ..evaluation.tracker import SOURCE_PHASE, read_log
+from ..models.transformer_block import convert_legacy_block_weights
 from .checkpoint import CHECKPOINTS_DIR, MODEL_CONFIG_NAME, MODEL_NAME, list_checkpoints
 from .run_directory import EXPORT_STATE_NAME
 
@@ -152,6 +153,7 @@ def load_initial_weights(model: nn.Module, initial: InitialWeights) -> str:
     problems = []
     for file in initial.weight_files:
         weights = load_file(str(file))
+        convert_legacy_block_weights(weights)  # blocks saved by an older compgen (nn.TransformerEncoderLayer)
         named = [(where, module, module.state_dict()) for where, module in targets]
         fitting = [(where, module, expected) for where, module, expected in named if set(weights) == set(expected)]
         if not fitting:

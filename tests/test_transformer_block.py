@@ -1,0 +1,100 @@
+"""The token models' blocks on diffusers' attention (issue 41, item 2): weights of the older
+``nn.TransformerEncoderLayer`` layout load and give the same outputs; diffusers' attention processors, attention
+backends and fp8 layerwise casting work on every token transformer."""
+
+
+import pytest
+import torch
+from test_model_contract import dit, dit_forward, givt, givt_forward, mar, mar_forward, maskgit, maskgit_forward
+from torch import nn
+
+from compgen.models.transformer_block import TokenAttnProcessor, convert_legacy_block_weights
+from compgen.pipelines.concept_inputs import prepare_concept_inputs
+
+TOKEN_MODELS = [pytest.param(maskgit, maskgit_forward, id="maskgit"), pytest.param(dit, dit_forward, id="dit"),
+                pytest.param(givt, givt_forward, id="givt"), pytest.param(mar, mar_forward, id="mar")]
+
+
+def _inputs(model):
+    return prepare_concept_inputs(model, ["021", "101"], 1, 1.0, None, device=torch.device("cpu"))
+
+
+def _legacy(model: nn.Module) -> nn.Module:
+    """``model`` with its blocks as compgen built them before: ``nn.TransformerEncoderLayer`` (pre-norm, GELU),
+    carrying the same weights."""
+    width = model.config.hidden_size
+    legacy = nn.ModuleList(nn.TransformerEncoderLayer(
+        width, block.attn.heads, dim_feedforward=block.ff.net[2].in_features, dropout=0.0, activation="gelu",
+        batch_first=True, norm_first=True) for block in model.blocks).eval()
+    with torch.no_grad():
+        for old, new in zip(legacy, model.blocks, strict=True):
+            old.self_attn.in_proj_weight.copy_(torch.cat([new.attn.to_q.weight, new.attn.to_k.weight,
+                                                          new.attn.to_v.weight]))
+            old.self_attn.in_proj_bias.copy_(torch.cat([new.attn.to_q.bias, new.attn.to_k.bias, new.attn.to_v.bias]))
+            old.self_attn.out_proj.load_state_dict(new.attn.to_out[0].state_dict())
+            old.linear1.load_state_dict(new.ff.net[0].proj.state_dict())
+            old.linear2.load_state_dict(new.ff.net[2].state_dict())
+            old.norm1.load_state_dict(new.norm1.state_dict())
+            old.norm2.load_state_dict(new.norm2.state_dict())
+    model.blocks = legacy
+    return model
+
+
+@pytest.mark.parametrize("make, forward", TOKEN_MODELS)
+def test_an_export_in_the_older_block_layout_loads_and_gives_its_outputs(make, forward, tmp_path):
+    """``from_pretrained`` converts the older layout (diffusers' hook for renamed weights): the same outputs up to
+    float rounding, since both compute the same pre-norm block."""
+    model = make()
+    reference = forward(model, _inputs(model))
+    old = _legacy(make())
+    assert torch.allclose(forward(old, _inputs(old)), reference, atol=1e-5)  # the same function
+    old.save_pretrained(tmp_path / "old")
+    assert any(".self_attn.in_proj_weight" in key for key in old.state_dict())
+    loaded = type(model).from_pretrained(tmp_path / "old").eval()
+    torch.testing.assert_close(forward(loaded, _inputs(loaded)), reference, atol=1e-5, rtol=1e-5)
+
+
+def test_the_conversion_renames_only_legacy_blocks():
+    weights = {"blocks.0.self_attn.in_proj_weight": torch.arange(12.0).view(6, 2),
+               "blocks.0.self_attn.in_proj_bias": torch.arange(6.0), "blocks.0.linear1.weight": torch.ones(1),
+               "head.weight": torch.zeros(1)}
+    assert convert_legacy_block_weights(weights) == ["blocks.0."]
+    assert torch.equal(weights["blocks.0.attn.to_k.weight"], torch.arange(4.0, 8.0).view(2, 2))
+    assert set(weights) == {"blocks.0.attn.to_q.weight", "blocks.0.attn.to_k.weight", "blocks.0.attn.to_v.weight",
+                            "blocks.0.attn.to_q.bias", "blocks.0.attn.to_k.bias", "blocks.0.attn.to_v.bias",
+                            "blocks.0.ff.net.0.proj.weight", "head.weight"}
+    assert convert_legacy_block_weights(weights) == []  # already converted: left alone
+
+
+@pytest.mark.parametrize("make, forward", TOKEN_MODELS)
+def test_diffusers_attention_controls_reach_every_block(make, forward):
+    model = make()
+    reference = forward(model, _inputs(model))
+    assert len(model.attn_processors) == model.config.num_layers
+
+    class Counting(TokenAttnProcessor):
+        calls = 0
+
+        def __call__(self, attn, hidden_states, attention_mask=None):
+            Counting.calls += 1
+            return super().__call__(attn, hidden_states, attention_mask)
+
+    model.set_attn_processor(Counting())
+    torch.testing.assert_close(forward(model, _inputs(model)), reference)
+    assert Counting.calls == model.config.num_layers
+    model.set_attention_backend("_native_math")
+    assert {p._attention_backend.value for p in model.attn_processors.values()} == {"_native_math"}
+    torch.testing.assert_close(forward(model, _inputs(model)), reference, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("make, forward", TOKEN_MODELS)
+def test_fp8_layerwise_casting_runs_and_stays_near_full_precision(make, forward):
+    """Weights stored in fp8, computed in fp32 (diffusers' ``enable_layerwise_casting``): it failed on every token
+    transformer (activations cast to a weight's dtype); now within fp8's rounding of the fp32 outputs."""
+    model = make()
+    reference = forward(model, _inputs(model))
+    model.enable_layerwise_casting(storage_dtype=torch.float8_e4m3fn, compute_dtype=torch.float32)
+    assert model.blocks[0].attn.to_q.weight.dtype == torch.float8_e4m3fn
+    out = forward(model, _inputs(model))
+    assert out.dtype == torch.float32 and torch.isfinite(out).all()
+    assert (out - reference).abs().max() < 0.1 * reference.abs().max()
