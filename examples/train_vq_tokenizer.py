@@ -19,15 +19,13 @@ import argparse
 from compgen.training.fine_tuning import resolve_initial_weights
 from compgen.training.run_setup import prepare_run
 from compgen.training.token_model_setup import (
-    TOKENIZER_CLASSES,
     VQ_PRESETS,
-    add_tokenizer_kind_arguments,
     add_vq_tokenizer_arguments,
-    check_tokenizer_kind,
     check_vq_tokenizer_arguments,
     train_kl_tokenizer,
     train_vq_tokenizer,
 )
+from compgen.training.tokenizer_kind import TOKENIZER_CLASSES, add_tokenizer_kind_arguments, check_tokenizer_kind
 
 # The tokenizer flags are the ones examples/train_maskgit_jepa.py uses; here --max_train_steps and --learning_rate
 # are the tokenizer's own (there they are the generator's, and --vq_steps / --vq_learning_rate the tokenizer's).

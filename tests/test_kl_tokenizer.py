@@ -19,7 +19,8 @@ from compgen.models.kl_tokenizer import build_kl_tokenizer, encode_kl_latents
 from compgen.models.vq_tokenizer import build_vq_tokenizer, token_grid_size
 from compgen.training.dit_task import DiTTask, latent_statistics, precompute_latents
 from compgen.training.kl_task import KLTask
-from compgen.training.token_model_setup import load_tokenizer, reusable_tokenizer, tokenizer_kind, tokenizer_options
+from compgen.training.token_model_setup import reusable_tokenizer, tokenizer_options
+from compgen.training.tokenizer_kind import load_tokenizer, tokenizer_kind
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

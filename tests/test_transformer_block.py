@@ -98,3 +98,11 @@ def test_fp8_layerwise_casting_runs_and_stays_near_full_precision(make, forward)
     out = forward(model, _inputs(model))
     assert out.dtype == torch.float32 and torch.isfinite(out).all()
     assert (out - reference).abs().max() < 0.1 * reference.abs().max()
+
+
+def test_a_token_transformer_compiles_as_one_graph():
+    """``torch.compile(fullgraph=True)`` through diffusers' attention dispatcher: no graph break, the same outputs."""
+    model = maskgit()
+    reference = maskgit_forward(model, _inputs(model))
+    model.compile(fullgraph=True)
+    torch.testing.assert_close(maskgit_forward(model, _inputs(model)), reference, atol=1e-5, rtol=1e-5)
