@@ -9,6 +9,7 @@ with per-level compositional accuracy) and ``learning_dynamics.jsonl`` to ``--ou
 from __future__ import annotations
 
 import argparse
+import math
 
 from compgen import TupleConditionedUNet2DModel
 from compgen.cli import parse_widths
@@ -75,6 +76,11 @@ def check_arguments(args: argparse.Namespace) -> None:
     widths = parse_widths(args.block_out_channels, "block_out_channels")
     if not widths or any(w < 1 or w % 8 for w in widths):
         raise ValueError(f"--block_out_channels must be positive multiples of 8, got {args.block_out_channels}")
+    if not math.isfinite(args.eval_guidance_scale) or args.eval_guidance_scale < 0:
+        raise ValueError(f"--eval_guidance_scale must be a finite number >= 0, got {args.eval_guidance_scale}")
+    if args.eval_guidance_scale != 1.0 and args.concept_dropout <= 0:
+        raise ValueError(f"--eval_guidance_scale {args.eval_guidance_scale} guides against the null concepts, which "
+                         "a model learns only with --concept_dropout > 0 (e.g. 0.1)")
     for name in ("num_train_timesteps", "eval_inference_steps"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be at least 1, got {getattr(args, name)}")
@@ -97,6 +103,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--norm_type", default="group", choices=["group", "batch"],
                         help="normalisation in the conv blocks: GroupNorm, or BatchNorm as the official code")
     parser.add_argument("--eval_inference_steps", type=int, default=20)
+    parser.add_argument("--eval_guidance_scale", type=float, default=1.0,
+                        help="classifier-free guidance of the evaluation's samples (1: none; needs --concept_dropout)")
     args, config, run = prepare_run(parser, PRESETS, argv, validate=check_arguments,
                                     model_class=TupleConditionedUNet2DModel)
 
@@ -114,7 +122,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         num_train_timesteps=args.num_train_timesteps,
     )
     task = DDPMTask(unet, paper_ddpm_scheduler(args.num_train_timesteps, args.prediction_type),
-                    eval_inference_steps=args.eval_inference_steps)
+                    eval_inference_steps=args.eval_inference_steps, eval_guidance_scale=args.eval_guidance_scale)
     return run.train(task)
 
 

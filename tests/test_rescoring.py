@@ -133,3 +133,25 @@ def test_a_run_evaluated_in_fp16_is_a_usage_error_on_the_cpu(unet_run, tmp_path,
     with pytest.raises(SystemExit) as exit_info:
         evaluate_main([str(run)])
     assert exit_info.value.code == 2 and "pass --mixed_precision no or bf16" in capsys.readouterr().err
+
+
+def test_a_guided_evaluation_is_recorded_and_rescored_the_same(tmp_path, capsys):
+    """``--eval_guidance_scale`` (issue 40, item 3: guidance among the causes of pale held-out objects): the log's
+    sampler records it and re-scoring repeats it; without concept dropout it is refused before any work."""
+    script = load_repo_script("examples/train_tuple_unet.py")
+    tiny = ["--dataset", "okawa-h32-train1", "--cache_dir", str(tmp_path / "cache"), "--block_out_channels", "8,16",
+            "--layers_per_block", "1", "--train_batch_size", "8", "--max_train_steps", "2", "--eval_steps", "2",
+            "--eval_images_per_class", "4", "--eval_inference_steps", "3", "--eval_guidance_scale", "2.0",
+            "--mixed_precision", "no"]
+    reset_accelerate_state()
+    with pytest.raises(SystemExit) as exit_info:
+        script.main([*tiny, "--output_dir", str(tmp_path / "refused")])
+    assert exit_info.value.code == 2 and "--concept_dropout > 0" in capsys.readouterr().err
+    reset_accelerate_state()
+    script.main([*tiny, "--concept_dropout", "0.1", "--output_dir", str(tmp_path / "run")])
+    last = json.loads((tmp_path / "run" / "learning_dynamics.jsonl").read_text().splitlines()[-1])
+    assert last["sampling"] == {"num_inference_steps": 3, "guidance_scale": 2.0}
+    record = evaluate_run(tmp_path / "run", images_per_class=4)
+    assert record["evaluation_options"]["guidance_scale"] == 2.0
+    for key in ("accuracy", "pixel_accuracy", "object_rate"):
+        assert record[key] == last[key], key

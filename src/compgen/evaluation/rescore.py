@@ -149,7 +149,7 @@ def sampling_options(last_record: dict[str, Any], num_inference_steps: int | Non
     return num_inference_steps or recorded_steps, mixed_precision, sampling
 
 
-def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, guidance_scale: float = 1.0,
+def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, guidance_scale: float | None = None,
                  concept_values: str = "canonical", checkpoint: str | None = None, weights: str = "ema",
                  images_per_class: int = 50, seed: int = 0, batch_size: int = 400,
                  mixed_precision: str | None = None, sample_dir: str | Path | None = None) -> dict[str, Any]:
@@ -182,8 +182,9 @@ def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, gu
         chunks = []
         for start in range(0, len(concepts), batch_size):
             names = concepts[start : start + batch_size]
-            kwargs: dict[str, Any] = {**sampler, "generator": generator, "output_type": "np",
-                                      "guidance_scale": guidance_scale}
+            kwargs: dict[str, Any] = {**sampler, "generator": generator, "output_type": "np"}
+            if guidance_scale is not None:  # else the evaluation's (the log's sampler), or none
+                kwargs["guidance_scale"] = guidance_scale
             if concept_values == "sampled":
                 kwargs["concept_values"] = sampled_concept_values(graph, names, generation_seed + start)
             if num_inference_steps is not None:
@@ -195,7 +196,9 @@ def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, gu
                                       seed=seed, sample_dir=sample_dir, samples_per_class=8)
     with sampling_precision(model, mixed_precision, model.device.type):
         record = tracker.evaluate(generate, step=step)
-    record["evaluation_options"] = {"num_inference_steps": num_inference_steps, "guidance_scale": guidance_scale,
+    record["evaluation_options"] = {"num_inference_steps": num_inference_steps,
+                                    "guidance_scale": sampler.get("guidance_scale", 1.0) if guidance_scale is None
+                                    else guidance_scale,
                                     "concept_values": concept_values, "checkpoint": checkpoint,
                                     "weights": weights if checkpoint else "exported",
                                     "mixed_precision": mixed_precision}
@@ -224,7 +227,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("run_dir")
     parser.add_argument("--num_inference_steps", type=int, default=None,
                         help="default: the steps the training evaluation used (older logs: the pipeline's default)")
-    parser.add_argument("--guidance_scale", type=float, default=1.0)
+    parser.add_argument("--guidance_scale", type=float, default=None,
+                        help="default: the training evaluation's (1, no guidance, where it recorded none)")
     parser.add_argument("--concept_values", choices=["canonical", "sampled"], default="canonical")
     parser.add_argument("--checkpoint", default=None, help="a checkpoint name or directory (default: the export)")
     parser.add_argument("--weights", choices=["ema", "online"], default="ema", help="with --checkpoint")

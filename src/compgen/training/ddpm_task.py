@@ -35,6 +35,7 @@ class DDPMTask(TrainingTask):
         eval_inference_steps: int = 20,
         eval_batch_size: int = 256,
         use_full_conditioning: bool | None = None,
+        eval_guidance_scale: float = 1.0,
     ) -> None:
         if scheduler.config.prediction_type not in PREDICTION_TYPES:
             raise ValueError(f"unsupported prediction_type {scheduler.config.prediction_type!r}; use one of "
@@ -43,6 +44,7 @@ class DDPMTask(TrainingTask):
         self.scheduler = scheduler
         self.eval_inference_steps = eval_inference_steps
         self.eval_batch_size = eval_batch_size
+        self.eval_guidance_scale = eval_guidance_scale  # classifier-free guidance of the evaluation's samples
         self.use_full_conditioning = self.full_conditioning(unet, use_full_conditioning)
         # diffusers' add_noise / get_velocity rebuild these from alphas_cumprod at every call; computed once here
         # with the same operations (the same values), they move to the device with the task.
@@ -89,10 +91,14 @@ class DDPMTask(TrainingTask):
         pipe.set_progress_bar_config(disable=True)
         generator = torch.Generator().manual_seed(seed)
         with eval_mode(model):
-            chunks = [pipe(concepts[start : start + self.eval_batch_size],
-                           num_inference_steps=self.eval_inference_steps, generator=generator, output_type="np").images
+            chunks = [pipe(concepts[start : start + self.eval_batch_size], generator=generator, output_type="np",
+                           **self.eval_sampling()).images
                       for start in range(0, len(concepts), self.eval_batch_size)]
         return unit_to_uint8(np.concatenate(chunks))
+
+    def eval_sampling(self) -> dict[str, Any]:
+        guided = {"guidance_scale": self.eval_guidance_scale} if self.eval_guidance_scale != 1.0 else {}
+        return super().eval_sampling() | guided
 
     def save_pretrained(self, model, output_dir: Path) -> None:
         self.pipeline(model).save_pretrained(output_dir, safe_serialization=True)
