@@ -1,0 +1,82 @@
+"""The ten-seed distribution of Paper A's headline, from the folders the results-folder command wrote.
+
+    python results/paper-a-seeds/make_summary.py FOLDER [FOLDER ...]   # e.g. cpu-before/ (its summary.json, logs/)
+
+Per arm (a model of studies/paper_a_seeds.yaml: bf16, fp32, or a candidate preset) and seed: whether the headline holds
+(compgen.evaluation.compare.headline_held: every level >= 0.9 by both scorers at each of the last three evaluations,
+every level's fidelity >= 0.75 at the last), each level's lowest accuracy over those evaluations and its fidelity, the
+classes below 0.9 by either scorer with the concepts the pixel scorer rejects in them (its per-concept accuracy, where
+the log has it), and the run's wall-clock; per arm the share of seeds held and the wall-clock's range. Written to each
+folder's distribution.json and printed as a table.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1] / "src"))
+
+from compgen.evaluation.compare import headline_held  # noqa: E402
+from compgen.evaluation.tracker import read_log  # noqa: E402
+
+
+def arm_of(run: str) -> str:
+    return run.split("__")[0]
+
+
+def seed_of(run: str) -> int:
+    return int(run.rsplit("seed", 1)[1])
+
+
+def failing_classes(record: dict) -> dict[str, dict]:
+    """Classes below 0.9 by either scorer at ``record``, with the concepts each scorer gets wrong most often."""
+    found = {}
+    for name, probes in record["accuracy"].items():
+        pixel = record.get("pixel_accuracy", {}).get(name, probes)
+        if min(probes, pixel) < 0.9:
+            entry = {"probes": round(probes, 4), "pixel statistics": round(pixel, 4),
+                     "fidelity": record.get("fidelity", {}).get(name)}
+            for key, label in (("concept_accuracy", "probes by concept"),
+                               ("pixel_concept_accuracy", "pixel statistics by concept")):
+                if name in record.get(key, {}):
+                    entry[label] = {c: round(v, 4) for c, v in record[key][name].items()}
+            found[name] = entry
+    return found
+
+
+def distribution(folder: Path) -> dict:
+    summary = json.loads((folder / "summary.json").read_text())
+    arms: dict[str, dict] = {}
+    for run, entry in sorted(summary["runs"].items(), key=lambda item: (arm_of(item[0]), seed_of(item[0]))):
+        records = read_log(folder / entry["log"])
+        held = headline_held(records)
+        row = {"seed": seed_of(run), "held": held["held"], "last_step": records[-1]["step"],
+               "lowest_accuracy": {k: round(v, 4) for k, v in held["lowest_accuracy"].items()},
+               "fidelity": held["fidelity"], "failing_classes": failing_classes(records[-1]),
+               "wall_clock_s": entry.get("wall_clock_s")}
+        arms.setdefault(arm_of(run), {"seeds": []})["seeds"].append(row)
+    for arm in arms.values():
+        seeds = arm["seeds"]
+        arm["held"] = f"{sum(s['held'] for s in seeds)} of {len(seeds)}"
+        times = [s["wall_clock_s"] for s in seeds if s["wall_clock_s"]]
+        arm["wall_clock_s"] = [min(times), max(times)] if times else None
+    return {"folder": folder.name, "machine": summary["machine"], "date": summary["date"], "arms": arms}
+
+
+def main() -> None:
+    for folder in map(Path, sys.argv[1:]):
+        result = distribution(folder)
+        (folder / "distribution.json").write_text(json.dumps(result, indent=1) + "\n")
+        for name, arm in result["arms"].items():
+            print(f"{folder.name} {name}: held {arm['held']}, wall-clock {arm['wall_clock_s']} s")
+            for seed in arm["seeds"]:
+                verdict = "held" if seed["held"] else "not held"
+                print(f"  seed {seed['seed']}: {verdict}, lowest {seed['lowest_accuracy']}, fidelity "
+                      f"{seed['fidelity']}, failing {sorted(seed['failing_classes'])}")
+
+
+if __name__ == "__main__":
+    main()
