@@ -21,14 +21,24 @@ from conftest import small_training_data
 from device_checks import META, StrictDeviceMode, tensors_off_device
 from diffusers import DDPMScheduler
 
-from compgen import MaskGITScheduler, MaskGITTransformer, TupleConditionedUNet2DModel
+from compgen import (
+    GIVTTransformer,
+    MARTransformer,
+    MaskGITScheduler,
+    MaskGITTransformer,
+    TupleConditionedDiT,
+    TupleConditionedUNet2DModel,
+)
 from compgen.data.loading import ConceptImageData
 from compgen.models.kl_tokenizer import build_kl_tokenizer
 from compgen.models.vq_tokenizer import build_vq_tokenizer
 from compgen.shapes import shapes_continuous_concepts
 from compgen.training.config import TrainingConfig
 from compgen.training.ddpm_task import DDPMTask
+from compgen.training.dit_task import DiTTask, latent_model_options
+from compgen.training.givt_task import GIVTTask
 from compgen.training.kl_task import KLTask
+from compgen.training.mar_task import MARTask
 from compgen.training.maskgit_task import MaskGITTask, precompute_tokens
 from compgen.training.trainer import Trainer
 from compgen.training.vq_task import VQTask
@@ -73,6 +83,23 @@ def kl_task(data: ConceptImageData) -> KLTask:
     return KLTask(build_kl_tokenizer(block_out_channels=(8, 8, 8), latent_channels=4), crop_size=16)
 
 
+def latent_task(data: ConceptImageData, family: str, kl: bool = False):
+    """The DiT, GIVT or MAR over a tiny frozen tokenizer's latents (a VQ tokenizer's, or a KL one's)."""
+    tokenizer = (build_kl_tokenizer(block_out_channels=(8, 8, 8), latent_channels=4) if kl else
+                 build_vq_tokenizer(block_out_channels=(8, 8, 8), num_vq_embeddings=16, vq_embed_dim=4)).eval()
+    latents, options = latent_model_options(tokenizer, data.images)
+    options |= dict(concept_space=data.space.to_dict(), grid_size=7, hidden_size=16, num_layers=2, num_heads=2,
+                    conditioning="full", continuous_concepts=shapes_continuous_concepts(data.space),
+                    concept_dropout=0.1)
+    ddpm = DDPMScheduler(num_train_timesteps=50, prediction_type="v_prediction", clip_sample=False)
+    if family == "dit":
+        return DiTTask(TupleConditionedDiT(**options), tokenizer, ddpm, latents)
+    masking = MaskGITScheduler(mask_token_id=0)
+    if family == "givt":
+        return GIVTTask(GIVTTransformer(**options, num_mixtures=2), tokenizer, masking, latents)
+    return MARTask(MARTransformer(**options, head_width=16, head_depth=1), tokenizer, masking, ddpm, latents)
+
+
 TASKS = {
     "ddpm": lambda data: unet_task(data),
     "ddpm-concept-dropout": lambda data: unet_task(data, dropout=0.2),
@@ -81,6 +108,10 @@ TASKS = {
     "maskgit-jepa": lambda data: maskgit_task(data, jepa_weight=0.6),
     "vq": vq_task,
     "kl": kl_task,
+    "dit": lambda data: latent_task(data, "dit"),
+    "dit-kl": lambda data: latent_task(data, "dit", kl=True),
+    "givt": lambda data: latent_task(data, "givt"),
+    "mar": lambda data: latent_task(data, "mar"),
 }
 
 

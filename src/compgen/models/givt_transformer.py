@@ -127,6 +127,9 @@ class GIVTTransformer(MaskedLatentTransformer):
         targets = latents.flatten(2).transpose(1, 2)
         log_prob = mixture_log_prob(output.logits, output.means, output.log_scales, targets)
         mask = mask.reshape(log_prob.shape)
-        if not mask.any():
+        # The check reads the mask (a host synchronisation on an accelerator): eager CPU inputs only; the sums below
+        # keep the device busy where boolean indexing would wait for the host.
+        if mask.device.type == "cpu" and not torch.compiler.is_compiling() and not mask.any():
             raise ValueError("masked_nll needs at least one masked token")
-        return -(log_prob[mask]).mean() / self.config.latent_channels
+        masked = mask.to(log_prob.dtype)
+        return -(log_prob * masked).sum() / masked.sum().clamp(min=1) / self.config.latent_channels

@@ -151,6 +151,7 @@ class MARTransformer(MaskedLatentTransformer):
         drop_mask: torch.BoolTensor | None = None,
         noisy_tokens: torch.Tensor | None = None,
         timesteps: torch.Tensor | None = None,
+        masked_positions: torch.LongTensor | None = None,
         return_dict: bool = True,
     ) -> MARTransformerOutput | tuple:
         r"""The condition of every image token for the diffusion head (arguments as
@@ -158,11 +159,13 @@ class MARTransformer(MaskedLatentTransformer):
         their ``timesteps`` ``(k * M,)``, also the head's prediction for them, conditioned on the ``M`` masked tokens
         (row-major, ``mask`` order) repeated ``k`` times (MAR trains the head on several noise draws per token). A
         training step passes them here, so that one forward call holds the whole graph (as data-parallel training
-        needs)."""
+        needs), with ``masked_positions``, the masked tokens' flat indices into ``B * L`` (an index gather, where the
+        boolean mask would make an accelerator wait for the host to count them)."""
         conditions = self.encode(latents, mask, concepts, concept_values, drop_mask)
         prediction = None
         if noisy_tokens is not None:
-            selected = conditions[mask.reshape(conditions.shape[:2])]
+            selected = (conditions[mask.reshape(conditions.shape[:2])] if masked_positions is None
+                        else conditions.flatten(0, 1)[masked_positions])
             if timesteps is None or len(noisy_tokens) % max(len(selected), 1) or len(timesteps) != len(noisy_tokens):
                 raise ValueError(f"noisy_tokens must hold k rows per masked token ({len(selected)}) with one timestep "
                                  f"each, got {len(noisy_tokens)} rows and "

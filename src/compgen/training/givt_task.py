@@ -21,7 +21,7 @@ class GIVTTask(MaskedLatentTask):
     standard deviations)."""
 
     def compute_loss(self, model, batch, generator, step):
-        latents, mask, conditioning = self.masked_batch(batch, generator)
+        latents, mask, _, conditioning = self.masked_batch(batch, generator)
         nll = self.model.masked_nll(model(latents, mask, **conditioning), latents, mask)
         return nll, {"nll": nll.detach()}
 

@@ -57,14 +57,15 @@ class MARTask(MaskedLatentTask):
         self.eval_head_steps = eval_head_steps
 
     def compute_loss(self, model, batch, generator, step):
-        latents, mask, conditioning = self.masked_batch(batch, generator)
+        latents, mask, positions, conditioning = self.masked_batch(batch, generator)
         device = latents.device
-        targets = latents.flatten(2).transpose(1, 2)[mask].repeat(self.diffusion_batch_multiplier, 1)
+        targets = latents.flatten(2).transpose(1, 2).flatten(0, 1)[positions].repeat(self.diffusion_batch_multiplier, 1)
         noise = torch.randn(targets.shape, generator=generator).to(device)
         timesteps = torch.randint(0, self.head_scheduler.config.num_train_timesteps, (len(targets),),
                                   generator=generator).to(device)
         noisy = self.head_scheduler.add_noise(targets, noise, timesteps)
-        output = model(latents, mask, **conditioning, noisy_tokens=noisy, timesteps=timesteps)
+        output = model(latents, mask, **conditioning, noisy_tokens=noisy, timesteps=timesteps,
+                       masked_positions=positions)
         if self.head_scheduler.config.prediction_type == "v_prediction":
             wanted = self.head_scheduler.get_velocity(targets, noise, timesteps)
         elif self.head_scheduler.config.prediction_type == "sample":

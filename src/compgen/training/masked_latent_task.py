@@ -12,6 +12,7 @@ import torch
 from diffusers import AutoencoderKL, VQModel
 
 from ..schedulers.scheduling_maskgit import MaskGITScheduler
+from .acceleration import to_device
 from .dit_task import LatentTokenizerMixin
 from .task import TrainingTask, sample_in_batches
 
@@ -58,13 +59,16 @@ class MaskedLatentTask(LatentTokenizerMixin, TrainingTask):
         self.tokenizer_report = tokenizer_report
 
     def masked_batch(self, batch: dict[str, Any], generator: torch.Generator
-                     ) -> tuple[torch.Tensor, torch.BoolTensor, dict[str, Any]]:
-        """A step's standardized latents ``(B, C, g, g)``, its MaskGIT mask ``(B, L)`` and its conditioning."""
+                     ) -> tuple[torch.Tensor, torch.BoolTensor, torch.LongTensor, dict[str, Any]]:
+        """A step's standardized latents ``(B, C, g, g)``, its MaskGIT mask ``(B, L)``, the masked tokens' flat
+        indices into ``B * L`` (row-major; found on the CPU where the mask is drawn, so that gathering them on an
+        accelerator waits for no host) and its conditioning."""
         latents = self.train_latents[batch["index"]]
         grid = self.model.config.grid_size
-        mask = self.scheduler.sample_mask(len(latents), (grid, grid), generator, "random", device=latents.device)
+        mask = self.scheduler.sample_mask(len(latents), (grid, grid), generator, "random")  # drawn on the CPU
         conditioning = self.training_conditioning(self.model, batch, generator)
-        return latents, mask, conditioning
+        positions = to_device(mask.flatten().nonzero().squeeze(1), latents.device)
+        return latents, to_device(mask, latents.device), positions, conditioning
 
     def eval_sampling(self) -> dict[str, Any]:
         return {"num_inference_steps": self.eval_inference_steps, "temperature": self.eval_temperature}
