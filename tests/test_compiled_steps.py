@@ -13,18 +13,24 @@ import torch
 from diffusers import DDPMScheduler
 
 from compgen import (
+    GIVTTransformer,
+    MARTransformer,
     MaskGITScheduler,
     MaskGITTransformer,
     TupleConditionedDiT,
     TupleConditionedUNet2DModel,
     shapes_space,
 )
+from compgen.models.kl_tokenizer import build_kl_tokenizer
 from compgen.models.vq_tokenizer import build_vq_tokenizer
 from compgen.shapes import shapes_continuous_concepts
 from compgen.training import acceleration
 from compgen.training.config import TrainingConfig, add_training_arguments, config_from_args
 from compgen.training.ddpm_task import DDPMTask
 from compgen.training.dit_task import DiTTask, latent_statistics, precompute_latents
+from compgen.training.givt_task import GIVTTask
+from compgen.training.kl_task import KLTask
+from compgen.training.mar_task import MARTask
 from compgen.training.maskgit_task import MaskGITTask, precompute_tokens
 from compgen.training.vq_task import VQTask
 
@@ -73,6 +79,21 @@ def dit() -> DiTTask:
     return DiTTask(model, vqvae, scheduler, latents, eval_inference_steps=3)
 
 
+def masked_latent(family: str) -> GIVTTask | MARTask:
+    """GIVT or MAR over the VQ tokenizer's latents (their masks drawn on the CPU, gathered by index)."""
+    vqvae = tokenizer()
+    latents = precompute_latents(vqvae, batch()["uint8"])
+    mean, std = latent_statistics(latents)
+    options = dict(concept_space=SPACE.to_dict(), latent_channels=4, grid_size=7, hidden_size=16, num_layers=2,
+                   num_heads=2, conditioning="full", continuous_concepts=VALUES, latent_mean=mean, latent_std=std,
+                   concept_dropout=0.1)
+    masking = MaskGITScheduler(mask_token_id=0)
+    if family == "givt":
+        return GIVTTask(GIVTTransformer(**options, num_mixtures=2), vqvae, masking, latents)
+    ddpm = DDPMScheduler(num_train_timesteps=50, prediction_type="v_prediction", clip_sample=False)
+    return MARTask(MARTransformer(**options, head_width=16, head_depth=1), vqvae, masking, ddpm, latents)
+
+
 TASKS = {
     "unet": unet,
     "unet-paper-layout": lambda: unet(block_type="paper", norm_type="batch", layers_per_block=2),
@@ -81,6 +102,9 @@ TASKS = {
     "maskgit-jepa": lambda: maskgit(0.6),
     "dit": dit,
     "vq": lambda: VQTask(tokenizer(), restart_every=1, total_steps=4, crop_size=16),
+    "kl": lambda: KLTask(build_kl_tokenizer(block_out_channels=(8, 8, 8), latent_channels=4), crop_size=16),
+    "givt": lambda: masked_latent("givt"),
+    "mar": lambda: masked_latent("mar"),
 }
 
 
