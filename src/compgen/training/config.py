@@ -101,6 +101,10 @@ class TrainingConfig:
     ``efficient`` or ``cudnn`` (:data:`~compgen.training.acceleration.ATTENTION_KERNELS`). A choice of
     implementation: on a CPU with AMX, bf16 training of the cpu-quick MaskGIT ran faster with ``math``
     (``docs/performance.md``)."""
+    channels_last: bool = False
+    """Train with the model's convolution weights and the image batches in channels-last memory layout: the same
+    arithmetic in another order (float rounding aside), faster for some CPU convolutions. On a 2-core Intel Xeon
+    with AMX, the cpu-quick U-Net's step ran faster with it in fp32 and slower in bf16 (``docs/performance.md``)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Script-specific hyperparameters, recorded in the trackers and the model card."""
 

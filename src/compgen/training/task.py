@@ -148,12 +148,15 @@ def mix_seed(seed: int, *parts: int) -> int:
     return int.from_bytes(digest, "little") & (2**63 - 1)
 
 
-def make_batch(data: ConceptImageData, indices: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Images as float NCHW in [-1, 1], the conditioning of each image, and its row ``index`` in ``data``
-    (so a task can look up per-example features it precomputed, e.g. VQ token indices). The tensors are on the
-    device ``data`` is on."""
+def make_batch(data: ConceptImageData, indices: torch.Tensor, channels_last: bool = False) -> dict[str, torch.Tensor]:
+    """Images as float NCHW in [-1, 1] (``channels_last``: in that memory layout), the conditioning of each image,
+    and its row ``index`` in ``data`` (so a task can look up per-example features it precomputed, e.g. VQ token
+    indices). The tensors are on the device ``data`` is on."""
     indices = to_device(indices, data.images.device)
-    batch = {"images": uint8_to_signed(data.images[indices]), "concepts": data.concepts[indices], "index": indices}
+    images = uint8_to_signed(data.images[indices])
+    if channels_last:
+        images = images.contiguous(memory_format=torch.channels_last)
+    batch = {"images": images, "concepts": data.concepts[indices], "index": indices}
     if data.concept_values is not None:
         batch["concept_values"] = data.concept_values[indices]
     return batch

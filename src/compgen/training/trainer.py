@@ -143,6 +143,8 @@ class Trainer:
         accelerator.wait_for_everyone()
         if config.gradient_checkpointing:
             logger.info("gradient checkpointing: %s", ", ".join(enable_gradient_checkpointing(self.task.model)))
+        if config.channels_last:
+            self.task.model.to(memory_format=torch.channels_last)  # the 4-d (convolution) weights only
         # The model goes to its device (and into DDP) before the optimizer sees its parameters.
         model = accelerator.prepare(self.task.model)
         if self.initial is not None:  # before the EMA copies the weights; a resumed run then loads its checkpoint
@@ -276,7 +278,7 @@ class Trainer:
         for micro in range(config.gradient_accumulation_steps):
             micro_step = state.step * config.gradient_accumulation_steps + micro
             indices = batch_indices(len(self.train_data), global_batch, micro_step, config.seeds[0])
-            batch = make_batch(self.train_data, indices[rank::world])
+            batch = make_batch(self.train_data, indices[rank::world], config.channels_last)
             generator = torch.Generator().manual_seed(mix_seed(config.seeds[1], micro_step, rank))
             with accelerator.accumulate(model), accelerator.autocast(), attention_kernel(config.attention_kernel):
                 loss, scalars = self.task.compute_loss(model, batch, generator, state.step)
