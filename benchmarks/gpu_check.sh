@@ -18,6 +18,9 @@
 #     studies/paper_a_*_gpu.yaml; Paper B's JEPA finding at 8x10^4 steps, studies/paper_b_jepa_gpu.yaml with
 #     GRID_PARALLEL=6, first in line while issue "Paper B's JEPA finding" is open), GRID_PARALLEL cells at a time
 #     (default 1), stopped at BUDGET_S with the summary of what finished; study.tar.gz comes back.
+#   tests (two minutes or less): the GPU-only tests (the token transformers' CUDA attention backends and fp8 storage
+#     computed in bf16, tests/test_transformer_block.py); carry pytest's wheels in .whl too (pytest, pluggy,
+#     iniconfig, packaging).
 #   all: the jobs of the Paper A issues (13 minutes or less on one H100), below; speed: their speed jobs only.
 #   paper-a-train2 (8 minutes or less): Paper A's preset on H32-train2 (the split whose large triangles come out as
 #     hybrids on the CPU, results/paper-a-hybrids/), seed 0 then seed 1 with what is left; with "all" (H32-train1,
@@ -36,7 +39,7 @@ JOBS=${GPU_CHECK_JOBS:-paper-b}
 START=$(date +%s)
 SPEED_S=300               # seconds kept for the speed jobs
 case $JOBS in
-    speed) DEFAULT_BUDGET=$SPEED_S ;; paper-b|paper-b-ladder|paper-a-train2|study) DEFAULT_BUDGET=450 ;; *) DEFAULT_BUDGET=$((470 + SPEED_S)) ;;
+    speed) DEFAULT_BUDGET=$SPEED_S ;; tests) DEFAULT_BUDGET=120 ;; paper-b|paper-b-ladder|paper-a-train2|study) DEFAULT_BUDGET=450 ;; *) DEFAULT_BUDGET=$((470 + SPEED_S)) ;;
 esac
 BUDGET=${BUDGET_S:-$DEFAULT_BUDGET}   # seconds for the whole check
 mkdir -p "$OUT"
@@ -87,6 +90,11 @@ if [[ $JOBS == paper-b || $JOBS == paper-b-ladder || $JOBS == study ]]; then
     run "$JOBS" $(( $(left) - 20 )) python examples/run_study.py --study "$study" ${GRID_MODELS:+--models $GRID_MODELS} \
         --output_dir "/tmp/$JOBS" --parallel "$parallel" --threads_per_worker $(( 16 / parallel ))
     tar -czf "$OUT/$JOBS.tar.gz" -C /tmp --exclude checkpoints --exclude '*.safetensors' "$JOBS"
+    echo "total wall_s=$(( $(date +%s) - START ))" | tee -a "$OUT/jobs.txt"
+    exit 0
+fi
+if [[ $JOBS == tests ]]; then
+    run gpu-tests $(( $(left) - 10 )) python -m pytest -q -p no:cacheprovider tests/test_transformer_block.py -k cuda
     echo "total wall_s=$(( $(date +%s) - START ))" | tee -a "$OUT/jobs.txt"
     exit 0
 fi

@@ -106,3 +106,22 @@ def test_a_token_transformer_compiles_as_one_graph():
     reference = maskgit_forward(model, _inputs(model))
     model.compile(fullgraph=True)
     torch.testing.assert_close(maskgit_forward(model, _inputs(model)), reference, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="GPU-only attention kernels: run where a GPU is")
+@pytest.mark.parametrize("make, forward", TOKEN_MODELS)
+def test_gpu_attention_backends_and_bf16_casting_on_cuda(make, forward):
+    """On a GPU: PyTorch's flash and efficient kernels through ``set_attention_backend``, and fp8 storage computed in
+    bf16, each near the fp32 outputs."""
+    model = make().cuda()
+    inputs = prepare_concept_inputs(model, ["021", "101"], 1, 1.0, None, device=torch.device("cuda"))
+    reference = forward(model, inputs).float()
+    for backend in ("_native_efficient", "_native_flash"):
+        model.set_attention_backend(backend)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = forward(model, inputs).float()
+        assert (out - reference).abs().max() < 0.05 * reference.abs().max() + 1e-3
+    model.reset_attention_backend()
+    model.enable_layerwise_casting(storage_dtype=torch.float8_e4m3fn, compute_dtype=torch.bfloat16)
+    out = forward(model, inputs).float()
+    assert torch.isfinite(out).all() and (out - reference).abs().max() < 0.15 * reference.abs().max()
