@@ -62,10 +62,11 @@ def plot_curves(cells: dict[str, list[dict]], path: Path) -> None:
         for column, level in enumerate(("0", "1", "2")):
             ax = axes[row][column]
             for cell, records in sorted(cells.items()):
-                arm = arm_of(cell)
+                arm, seed = arm_of(cell), int(cell.rsplit("seed", 1)[1])
                 ax.plot([r["step"] for r in records], [r[key][level] for r in records],
-                        linestyle=styles.get(arm, ":"), marker="o", markersize=3, color=level_color(int(level))
-                        if arm == "maskgit" else None, label=f"{arm}, seed {cell.rsplit('seed', 1)[1]}")
+                        linestyle=styles.get(arm, ":"), marker="osD^"[seed % 4], markersize=3,
+                        color=level_color(int(level)) if arm == "maskgit" else None,
+                        alpha=1.0 if arm != "maskgit" else 1.0 - 0.35 * seed, label=f"{arm}, seed {seed}")
             ax.set(xscale="log", ylim=(-0.03, 1.03), title=f"level {level}, {scorer}")
             ax.grid(alpha=0.3)
             if row == 1:
