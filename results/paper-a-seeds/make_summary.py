@@ -61,6 +61,8 @@ def distribution(folder: Path) -> dict:
     for arm in arms.values():
         seeds = arm["seeds"]
         arm["held"] = f"{sum(s['held'] for s in seeds)} of {len(seeds)}"
+        accurate = [s["seed"] for s in seeds if min(s["lowest_accuracy"].values()) >= 0.9]
+        arm["accuracy_part_held"] = {"seeds": accurate, "share": f"{len(accurate)} of {len(seeds)}"}
         times = [s["wall_clock_s"] for s in seeds if s["wall_clock_s"]]
         arm["wall_clock_s"] = [min(times), max(times)] if times else None
     return {"folder": folder.name, "machine": summary["machine"], "date": summary["date"], "arms": arms}
