@@ -301,3 +301,20 @@ def test_moving_average():
     np.testing.assert_allclose(moving_average([0, 2, 4, 6], 2), [0, 1, 3, 5])
     np.testing.assert_allclose(moving_average([1, 2, 3], 1), [1, 2, 3])
     np.testing.assert_allclose(moving_average([3, 6, 9, 12], 3), [3, 4.5, 6, 9])
+
+
+def test_concept_accuracy_draws_the_pixel_scorers_concepts_dashed_where_logged(tmp_path, saved):
+    """Where the pixel scorer logs its per-concept accuracy, its curve goes beside the probes' (dashed), so that a
+    class whose shape only one scorer rejects shows which (issue 40, item 2)."""
+    records = _records()
+    for record in records:
+        record["pixel_concept_accuracy"] = {name: {c: 0.5 * v for c, v in values.items()}
+                                            for name, values in record["concept_accuracy"].items()}
+    plot_concept_accuracy(records, tmp_path / "c.png", log_x=False)
+    ax = saved["c.png"].axes[0]
+    name, concepts = list(GRAPH.levels)[0], list(GRAPH.space.to_dict())
+    dashed = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+    assert len(dashed) == len(concepts)
+    np.testing.assert_allclose(dashed[0].get_ydata(), [r["pixel_concept_accuracy"][name][concepts[0]]
+                                                       for r in records])
+    assert _legend(ax) == [label for c in concepts for label in (c, f"{c} (pixel scorer)")]

@@ -123,7 +123,9 @@ def plot_multiplicative_vs_additive(
 def plot_concept_accuracy(
     records: Sequence[dict[str, Any]], path: str | os.PathLike, log_x: bool = True, smoothing: int = 1
 ) -> None:
-    """Per-concept accuracy curves, one panel per class (which concept is the bottleneck, and when)."""
+    """Per-concept accuracy curves, one panel per class (which concept is the bottleneck, and when): the probes'
+    solid, the pixel scorer's dashed where the log has them (the two can disagree on one concept, e.g. the shape of
+    a small object)."""
     levels = records[0]["levels"]
     names = list(levels)
     concepts = list(records[0]["concept_space"])
@@ -135,6 +137,10 @@ def plot_concept_accuracy(
         for k, concept in enumerate(concepts):
             y = moving_average([r["concept_accuracy"][name][concept] for r in records], smoothing)
             ax.plot(x, y, color=f"C{k}", linewidth=1.5, label=concept)
+            if all(name in r.get("pixel_concept_accuracy", {}) for r in records):
+                y = moving_average([r["pixel_concept_accuracy"][name][concept] for r in records], smoothing)
+                ax.plot(x, y, color=f"C{k}", linewidth=1.2, linestyle="--",
+                        label=f"{concept} (pixel scorer)" if name == names[0] else None)
         _style_axis(ax, x, log_x, "step", "accuracy")
         ax.set_title(f"{name} (level {levels[name]})", color=level_color(levels[name]), fontsize=9)
     for ax in list(axes.flat)[len(names):]:
