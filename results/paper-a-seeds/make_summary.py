@@ -31,9 +31,10 @@ def seed_of(run: str) -> int:
     return int(run.rsplit("seed", 1)[1])
 
 
-def failing_classes(record: dict) -> dict[str, dict]:
-    """Classes below 0.9 by either scorer at ``record``, with the concepts each scorer gets wrong most often."""
-    found = {}
+def failing_classes(records: list[dict]) -> dict[str, dict]:
+    """Classes below 0.9 by either scorer at the last record, with each scorer's concept accuracies there and, where
+    logged, the pixel scorer's per-concept accuracy at every evaluation (when a concept went wrong)."""
+    record, found = records[-1], {}
     for name, probes in record["accuracy"].items():
         pixel = record.get("pixel_accuracy", {}).get(name, probes)
         if min(probes, pixel) < 0.9:
@@ -43,6 +44,11 @@ def failing_classes(record: dict) -> dict[str, dict]:
                                ("pixel_concept_accuracy", "pixel statistics by concept")):
                 if name in record.get(key, {}):
                     entry[label] = {c: round(v, 4) for c, v in record[key][name].items()}
+            if all(name in r.get("pixel_concept_accuracy", {}) for r in records):
+                entry["pixel statistics by concept over the run"] = {
+                    "steps": [r["step"] for r in records],
+                    **{c: [round(r["pixel_concept_accuracy"][name][c], 4) for r in records]
+                       for c in record["pixel_concept_accuracy"][name]}}
             found[name] = entry
     return found
 
@@ -55,7 +61,7 @@ def distribution(folder: Path) -> dict:
         held = headline_held(records)
         row = {"seed": seed_of(run), "held": held["held"], "last_step": records[-1]["step"],
                "lowest_accuracy": {k: round(v, 4) for k, v in held["lowest_accuracy"].items()},
-               "fidelity": held["fidelity"], "failing_classes": failing_classes(records[-1]),
+               "fidelity": held["fidelity"], "failing_classes": failing_classes(records),
                "wall_clock_s": entry.get("wall_clock_s")}
         arms.setdefault(arm_of(run), {"seeds": []})["seeds"].append(row)
     for arm in arms.values():
