@@ -45,7 +45,7 @@ PRESETS = {
     "cpu-quick": TOKEN_TRANSFORMER_PRESETS["cpu-quick"] | dict(learning_rate=1.5e-3, lr_scheduler="cosine",
                                                                label_smoothing=0.0, use_ema=False),
 }
-# The quick start's job (``make quickstart``): cpu-quick cut to 1000 steps, where level 0 passes 0.9 by both scorers;
+# ``make quickstart-maskgit``'s job: cpu-quick cut to 1000 steps, where level 0 passes 0.9 by both scorers;
 # tokenizer included, it fits 15 minutes on one CPU core (results/paper-b-tokenizers/README.md).
 PRESETS["quickstart"] = PRESETS["cpu-quick"] | dict(max_train_steps=1000, eval_steps=250, checkpointing_steps=500)
 # Paper B's question at CPU scale (studies/paper_b_jepa.yaml): its JEPA effect appears after 10^4 steps, so cpu-quick's
