@@ -23,7 +23,7 @@ from compgen import MaskGITScheduler, MaskGITTransformer
 from compgen.cli import ArgumentParser
 from compgen.models.vq_tokenizer import build_vq_tokenizer
 from compgen.training.acceleration import attention_kernel
-from compgen.training.maskgit_task import MaskGITTask
+from compgen.training.tasks.maskgit import MaskGITTask
 
 SPACE = {"shape": ["circle", "triangle"], "color": ["red", "blue"], "size": ["large", "small"]}
 

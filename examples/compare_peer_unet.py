@@ -35,9 +35,9 @@ from compgen import TupleConditionedUNet2DModel
 from compgen.cli import ArgumentParser, parse_widths
 from compgen.concepts import ConceptSpace
 from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
+from compgen.runs.run_setup import prepare_run
 from compgen.studies.runner import load_script
-from compgen.training.ddpm_task import DDPMTask
-from compgen.training.run_setup import prepare_run
+from compgen.training.tasks.ddpm import DDPMTask
 
 UNET_SCRIPT = load_script(Path(__file__).with_name("train_tuple_unet.py"))
 

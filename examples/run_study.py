@@ -30,12 +30,12 @@ import signal
 import sys
 from pathlib import Path
 
+from compgen.runs.directory_claim import RunDirectoryInUseError
 from compgen.studies import Study, run_study
 from compgen.studies.launchers import SUBMITIT_CLUSTERS, SubmititLauncher
 from compgen.studies.orchestration import part_cells
 from compgen.studies.records import StudyChangedError
 from compgen.studies.smoke import smoke_study
-from compgen.training.run_directory import RunDirectoryInUseError
 
 SMOKE_STUDY = Path(__file__).resolve().parents[1] / "studies" / "smoke.yaml"
 

@@ -24,9 +24,8 @@ import torch
 
 from compgen import TupleConditionedDiT
 from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
-from compgen.training.dit_task import DiTTask
-from compgen.training.run_setup import prepare_run
-from compgen.training.token_model_setup import (
+from compgen.runs.run_setup import prepare_run
+from compgen.runs.token_model_setup import (
     CONTINUOUS_CPU_QUICK,
     TOKEN_TRANSFORMER_PRESETS,
     add_latent_transformer_arguments,
@@ -36,6 +35,8 @@ from compgen.training.token_model_setup import (
     latent_transformer_options,
     load_or_train_tokenizer,
 )
+from compgen.training.fine_tuning import InitialWeights
+from compgen.training.tasks.dit import DiTTask
 
 PRESETS = {
     "paper": TOKEN_TRANSFORMER_PRESETS["paper"] | dict(use_ema=True, ema_decay=0.9999),
@@ -44,9 +45,9 @@ PRESETS = {
 }
 
 
-def check_arguments(args: argparse.Namespace) -> None:
+def check_arguments(args: argparse.Namespace, initial: InitialWeights | None) -> None:
     """This script's own options, checked before any work."""
-    check_tokenizer_first_arguments(args, allow_kl=True)
+    check_tokenizer_first_arguments(args, initial, allow_kl=True)
     check_transformer_arguments(args, TupleConditionedDiT)
     if args.num_train_timesteps < 1 or args.eval_inference_steps < 1:
         raise ValueError("--num_train_timesteps and --eval_inference_steps must be at least 1")

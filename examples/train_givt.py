@@ -19,9 +19,8 @@ import torch
 
 from compgen import GIVTTransformer, MaskGITScheduler
 from compgen.pipelines.concept_inputs import check_temperature
-from compgen.training.givt_task import GIVTTask
-from compgen.training.run_setup import prepare_run
-from compgen.training.token_model_setup import (
+from compgen.runs.run_setup import prepare_run
+from compgen.runs.token_model_setup import (
     CONTINUOUS_CPU_QUICK,
     TOKEN_TRANSFORMER_PRESETS,
     add_latent_transformer_arguments,
@@ -31,6 +30,8 @@ from compgen.training.token_model_setup import (
     latent_transformer_options,
     load_or_train_tokenizer,
 )
+from compgen.training.fine_tuning import InitialWeights
+from compgen.training.tasks.givt import GIVTTask
 
 PRESETS = {
     "paper": TOKEN_TRANSFORMER_PRESETS["paper"],
@@ -40,9 +41,9 @@ PRESETS = {
 }
 
 
-def check_arguments(args: argparse.Namespace) -> None:
+def check_arguments(args: argparse.Namespace, initial: InitialWeights | None) -> None:
     """This script's own options, checked before any work."""
-    check_tokenizer_first_arguments(args, allow_kl=True)
+    check_tokenizer_first_arguments(args, initial, allow_kl=True)
     check_transformer_arguments(args, GIVTTransformer)
     if args.num_mixtures < 1 or args.eval_inference_steps < 1:
         raise ValueError("--num_mixtures and --eval_inference_steps must be at least 1")

@@ -19,9 +19,8 @@ import torch
 from compgen import MARTransformer, MaskGITScheduler
 from compgen.pipelines.concept_inputs import check_temperature
 from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
-from compgen.training.mar_task import MARTask
-from compgen.training.run_setup import prepare_run
-from compgen.training.token_model_setup import (
+from compgen.runs.run_setup import prepare_run
+from compgen.runs.token_model_setup import (
     CONTINUOUS_CPU_QUICK,
     TOKEN_TRANSFORMER_PRESETS,
     add_latent_transformer_arguments,
@@ -31,6 +30,8 @@ from compgen.training.token_model_setup import (
     latent_transformer_options,
     load_or_train_tokenizer,
 )
+from compgen.training.fine_tuning import InitialWeights
+from compgen.training.tasks.mar import MARTask
 
 PRESETS = {
     # MAR's head (Li et al. 2024): three adaLN blocks; width 1024 at its scale, 256 for these latents.
@@ -43,9 +44,9 @@ PRESETS = {
 }
 
 
-def check_arguments(args: argparse.Namespace) -> None:
+def check_arguments(args: argparse.Namespace, initial: InitialWeights | None) -> None:
     """This script's own options, checked before any work."""
-    check_tokenizer_first_arguments(args, allow_kl=True)
+    check_tokenizer_first_arguments(args, initial, allow_kl=True)
     check_transformer_arguments(args, MARTransformer)
     for name in ("head_width", "head_depth", "num_train_timesteps", "diffusion_batch_multiplier",
                  "eval_inference_steps", "eval_head_steps"):

@@ -25,9 +25,8 @@ from compgen import MaskGITScheduler, MaskGITTransformer
 from compgen.models.jepa import parse_jepa_layers
 from compgen.models.vq_tokenizer import token_grid_size
 from compgen.pipelines.concept_inputs import check_temperature
-from compgen.training.maskgit_task import JEPA_PREDICTOR_INITS, MaskGITTask, precompute_tokens
-from compgen.training.run_setup import prepare_run
-from compgen.training.token_model_setup import (
+from compgen.runs.run_setup import prepare_run
+from compgen.runs.token_model_setup import (
     TOKEN_TRANSFORMER_PRESETS,
     add_token_transformer_arguments,
     add_tokenizer_first_arguments,
@@ -36,6 +35,8 @@ from compgen.training.token_model_setup import (
     load_or_train_tokenizer,
     token_transformer_options,
 )
+from compgen.training.fine_tuning import InitialWeights
+from compgen.training.tasks.maskgit import JEPA_PREDICTOR_INITS, MaskGITTask, precompute_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -113,9 +114,9 @@ def main(argv: list[str] | None = None) -> None:
     run.train(task)
 
 
-def check_arguments(args: argparse.Namespace) -> None:
+def check_arguments(args: argparse.Namespace, initial: InitialWeights | None) -> None:
     """Every option this script adds, checked before any work (a bad --jepa_layers must not cost a tokenizer)."""
-    check_tokenizer_first_arguments(args)
+    check_tokenizer_first_arguments(args, initial)
     check_transformer_arguments(args, MaskGITTransformer)
     if not args.jepa_weight >= 0 or args.jepa_weight == float("inf"):
         raise ValueError(f"--jepa_weight must be a finite number >= 0 (0 trains plain MaskGIT), got {args.jepa_weight}")

@@ -14,8 +14,9 @@ import math
 from compgen import TupleConditionedUNet2DModel
 from compgen.cli import parse_widths
 from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
-from compgen.training.ddpm_task import DDPMTask
-from compgen.training.run_setup import prepare_run
+from compgen.runs.run_setup import prepare_run
+from compgen.training.fine_tuning import InitialWeights
+from compgen.training.tasks.ddpm import DDPMTask
 
 # For a 2-core CPU, one run per core (706 s for seed 0 with the other core busy, results/paper-a-quick/): Paper A's
 # U-Net at widths (32, 64) with one residual block per stage, v-prediction (with epsilon prediction a narrow U-Net
@@ -71,7 +72,7 @@ PRESETS = {
 }
 
 
-def check_arguments(args: argparse.Namespace) -> None:
+def check_arguments(args: argparse.Namespace, initial: InitialWeights | None) -> None:
     """This script's own options, checked before any work."""
     widths = parse_widths(args.block_out_channels, "block_out_channels")
     if not widths or any(w < 1 or w % 8 for w in widths):

@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import argparse
 
-from compgen.training.fine_tuning import resolve_initial_weights
-from compgen.training.run_setup import prepare_run
-from compgen.training.token_model_setup import (
+from compgen.runs.run_setup import prepare_run
+from compgen.runs.token_model_setup import (
     VQ_PRESETS,
     add_vq_tokenizer_arguments,
     check_vq_tokenizer_arguments,
     train_kl_tokenizer,
     train_vq_tokenizer,
 )
-from compgen.training.tokenizer_kind import TOKENIZER_CLASSES, add_tokenizer_kind_arguments, check_tokenizer_kind
+from compgen.runs.tokenizer_kind import TOKENIZER_CLASSES, add_tokenizer_kind_arguments, check_tokenizer_kind
+from compgen.training.fine_tuning import InitialWeights
 
 # The tokenizer flags are the ones examples/train_maskgit_jepa.py uses; here --max_train_steps and --learning_rate
 # are the tokenizer's own (there they are the generator's, and --vq_steps / --vq_learning_rate the tokenizer's).
@@ -45,11 +45,11 @@ def main(argv: list[str] | None = None) -> None:
     (train_kl_tokenizer if args.tokenizer == "kl" else train_vq_tokenizer)(args, run, config.output_dir)
 
 
-def check_arguments(args: argparse.Namespace) -> None:
+def check_arguments(args: argparse.Namespace, initial: InitialWeights | None) -> None:
     """The tokenizer's flags, either kind, before any work (``--init_from`` a tokenizer of that kind)."""
     check_vq_tokenizer_arguments(args)
-    if args.init_from:
-        resolve_initial_weights(args.init_from).check_model_class(TOKENIZER_CLASSES[args.tokenizer])
+    if initial is not None:
+        initial.check_model_class(TOKENIZER_CLASSES[args.tokenizer])
     check_tokenizer_kind(args, allow_kl=True)
 
 

@@ -26,13 +26,14 @@ from compgen.models.vq_tokenizer import build_vq_tokenizer
 from compgen.shapes import shapes_continuous_concepts
 from compgen.training import acceleration
 from compgen.training.config import TrainingConfig, add_training_arguments, config_from_args
-from compgen.training.ddpm_task import DDPMTask
-from compgen.training.dit_task import DiTTask, latent_statistics, precompute_latents
-from compgen.training.givt_task import GIVTTask
-from compgen.training.kl_task import KLTask
-from compgen.training.mar_task import MARTask
-from compgen.training.maskgit_task import MaskGITTask, precompute_tokens
-from compgen.training.vq_task import VQTask
+from compgen.training.tasks.ddpm import DDPMTask
+from compgen.training.tasks.dit import DiTTask
+from compgen.training.tasks.givt import GIVTTask
+from compgen.training.tasks.kl_tokenizer import KLTask
+from compgen.training.tasks.latent_tokenizer import latent_statistics, precompute_latents
+from compgen.training.tasks.mar import MARTask
+from compgen.training.tasks.maskgit import MaskGITTask, precompute_tokens
+from compgen.training.tasks.vq_tokenizer import VQTask
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 SPACE = shapes_space()

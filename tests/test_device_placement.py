@@ -34,14 +34,15 @@ from compgen.models.kl_tokenizer import build_kl_tokenizer
 from compgen.models.vq_tokenizer import build_vq_tokenizer
 from compgen.shapes import shapes_continuous_concepts
 from compgen.training.config import TrainingConfig
-from compgen.training.ddpm_task import DDPMTask
-from compgen.training.dit_task import DiTTask, latent_model_options
-from compgen.training.givt_task import GIVTTask
-from compgen.training.kl_task import KLTask
-from compgen.training.mar_task import MARTask
-from compgen.training.maskgit_task import MaskGITTask, precompute_tokens
+from compgen.training.tasks.ddpm import DDPMTask
+from compgen.training.tasks.dit import DiTTask
+from compgen.training.tasks.givt import GIVTTask
+from compgen.training.tasks.kl_tokenizer import KLTask
+from compgen.training.tasks.latent_tokenizer import latent_model_options
+from compgen.training.tasks.mar import MARTask
+from compgen.training.tasks.maskgit import MaskGITTask, precompute_tokens
+from compgen.training.tasks.vq_tokenizer import VQTask
 from compgen.training.trainer import Trainer
-from compgen.training.vq_task import VQTask
 
 pytestmark = pytest.mark.usefixtures("fresh_accelerator_state", "single_thread")
 

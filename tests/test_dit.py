@@ -20,9 +20,10 @@ from compgen import (
 from compgen.images import uint8_to_signed
 from compgen.models.vq_tokenizer import build_vq_tokenizer
 from compgen.shapes import shapes_continuous_concepts
-from compgen.training.ddpm_task import DDPMTask
-from compgen.training.dit_task import DiTTask, latent_statistics, precompute_latents
-from compgen.training.maskgit_task import MaskGITTask, precompute_tokens
+from compgen.training.tasks.ddpm import DDPMTask
+from compgen.training.tasks.dit import DiTTask
+from compgen.training.tasks.latent_tokenizer import latent_statistics, precompute_latents
+from compgen.training.tasks.maskgit import MaskGITTask, precompute_tokens
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

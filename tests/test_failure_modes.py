@@ -19,9 +19,10 @@ from safetensors.torch import load_file
 
 from compgen import TupleConditionedDDPMPipeline, TupleConditionedUNet2DModel
 from compgen.evaluation.tracker import renderer_generator
+from compgen.runs.directory_claim import start_run
 from compgen.training.checkpoint import CheckpointError, list_checkpoints
 from compgen.training.config import TrainingConfig
-from compgen.training.ddpm_task import DDPMTask
+from compgen.training.tasks.ddpm import DDPMTask
 from compgen.training.trainer import NonFiniteLossError, Trainer
 
 pytestmark = pytest.mark.usefixtures("fresh_accelerator_state", "single_thread")
@@ -78,7 +79,8 @@ def train(data, tmp_path, the_task=None, probes=None, **options):
     config = TrainingConfig(**({"output_dir": str(tmp_path), "train_batch_size": 8, "max_train_steps": 4,
                                 "learning_rate": 1e-3, "checkpointing_steps": 2, "eval_steps": 2,
                                 "eval_images_per_class": 2, "logging_steps": 1} | options))
-    return Trainer(config, the_task or task(data), *data, probes=probes).train()
+    with start_run(config, num_processes=1) as start:  # as a script's run: its directory claimed and checked first
+        return Trainer(config, the_task or task(data), *data, probes=probes, replaced=start.replaced).train()
 
 
 def steps(path):

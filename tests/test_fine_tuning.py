@@ -11,7 +11,8 @@ from safetensors.torch import load_file
 
 from compgen.data.concept_graph_builder import build_concept_graph_dataset
 from compgen.models.tuple_unet import TupleConditionedUNet2DModel
-from compgen.training.fine_tuning import load_initial_weights, resolve_initial_weights
+from compgen.runs.init_from import resolve_initial_weights
+from compgen.training.fine_tuning import load_initial_weights
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 TINY_UNET = ["--block_out_channels", "8,16", "--layers_per_block", "1", "--train_batch_size", "8",

@@ -111,7 +111,7 @@ def test_gradient_norms_of_both_objectives_leave_the_training_step_alone():
     """The diagnostic's gradient norms are those of separate backward passes, and measuring them changes no gradient
     of the step (the run's trajectory is the one without the diagnostic)."""
     from compgen.models.vq_tokenizer import build_vq_tokenizer
-    from compgen.training.maskgit_task import MaskGITTask
+    from compgen.training.tasks.maskgit import MaskGITTask
 
     torch.manual_seed(0)
     transformer = MaskGITTransformer(shapes_space().to_dict(), codebook_size=16, grid_size=7, hidden_size=32,

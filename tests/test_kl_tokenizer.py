@@ -17,10 +17,11 @@ from compgen.evaluation.tokenizer_report import reconstruct, reconstruction_mark
 from compgen.images import uint8_to_signed
 from compgen.models.kl_tokenizer import build_kl_tokenizer, encode_kl_latents
 from compgen.models.vq_tokenizer import build_vq_tokenizer, token_grid_size
-from compgen.training.dit_task import DiTTask, latent_statistics, precompute_latents
-from compgen.training.kl_task import KLTask
-from compgen.training.token_model_setup import reusable_tokenizer, tokenizer_options
-from compgen.training.tokenizer_kind import load_tokenizer, tokenizer_kind
+from compgen.runs.token_model_setup import reusable_tokenizer, tokenizer_options
+from compgen.runs.tokenizer_kind import load_tokenizer, tokenizer_kind
+from compgen.training.tasks.dit import DiTTask
+from compgen.training.tasks.kl_tokenizer import KLTask
+from compgen.training.tasks.latent_tokenizer import latent_statistics, precompute_latents
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from compgen import MaskGITPipeline, MaskGITTransformer
 from compgen.data.concept_graph_builder import build_concept_graph_dataset
 from compgen.training.checkpoint import list_checkpoints
-from compgen.training.maskgit_task import MaskGITTask
+from compgen.training.tasks.maskgit import MaskGITTask
 
 TINY = ["--train_batch_size", "16", "--hidden_size", "16", "--num_layers", "2", "--num_heads", "2",
         "--vq_block_out_channels", "8,8,8", "--vq_embed_dim", "4", "--codebook_size", "32", "--vq_steps", "3",
@@ -153,7 +153,7 @@ def test_resume_after_a_crash_is_exact(script, dataset_dir, trained_run, tmp_pat
 
 def test_dead_code_restarts_and_crops_are_deterministic():
     from compgen.models.vq_tokenizer import build_vq_tokenizer
-    from compgen.training.vq_task import random_crops, restart_dead_codes
+    from compgen.training.tasks.vq_tokenizer import random_crops, restart_dead_codes
 
     torch.manual_seed(0)
     vqvae = build_vq_tokenizer(sample_size=16, block_out_channels=(8, 8, 8), num_vq_embeddings=32, vq_embed_dim=4)
@@ -192,7 +192,7 @@ def test_tokenizer_data_names_the_classes_the_tokenizer_sees_and_is_recorded(scr
     """``--tokenizer_data`` decides which images reach the tokenizer (all-classes: the dataset's tokenizer split,
     never the test images); the tokenizer's options, its card, the reconstruction report and the generator's card
     name the choice."""
-    from compgen.training.run_setup import TrainingRun
+    from compgen.runs.run_setup import TrainingRun
 
     seen, original = [], TrainingRun.train
 

@@ -14,7 +14,7 @@ from compgen.evaluation.tracker import levels_held, renderer_generator
 from compgen.hub import files_to_upload
 from compgen.training.checkpoint import list_checkpoints
 from compgen.training.config import TrainingConfig
-from compgen.training.ddpm_task import DDPMTask
+from compgen.training.tasks.ddpm import DDPMTask
 from compgen.training.trainer import Trainer
 
 pytestmark = pytest.mark.usefixtures("fresh_accelerator_state")

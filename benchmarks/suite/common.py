@@ -122,7 +122,7 @@ def unet_task(widths: tuple[int, ...], layers_per_block: int, **options: Any):
 
     from compgen import TupleConditionedUNet2DModel, get_split_preset
     from compgen.shapes import shapes_continuous_concepts
-    from compgen.training.ddpm_task import DDPMTask
+    from compgen.training.tasks.ddpm import DDPMTask
 
     space = get_split_preset("H32-train1").graph().space
     torch.manual_seed(0)
@@ -139,7 +139,7 @@ def token_models(hidden: int, layers: int, heads: int, batch: dict[str, torch.Te
     from compgen import MaskGITScheduler, MaskGITTransformer, get_split_preset
     from compgen.models.vq_tokenizer import build_vq_tokenizer
     from compgen.shapes import shapes_continuous_concepts
-    from compgen.training.maskgit_task import MaskGITTask, precompute_tokens
+    from compgen.training.tasks.maskgit import MaskGITTask, precompute_tokens
 
     space = get_split_preset("H32-train1").graph().space
     torch.manual_seed(0)

@@ -153,8 +153,9 @@ def tokenizer_and_dit(bench: Bench, batch_size: int) -> None:
     from compgen import TupleConditionedDiT, get_split_preset
     from compgen.models.vq_tokenizer import build_vq_tokenizer
     from compgen.shapes import shapes_continuous_concepts
-    from compgen.training.dit_task import DiTTask, latent_statistics, precompute_latents
-    from compgen.training.vq_task import VQTask
+    from compgen.training.tasks.dit import DiTTask
+    from compgen.training.tasks.latent_tokenizer import latent_statistics, precompute_latents
+    from compgen.training.tasks.vq_tokenizer import VQTask
 
     batch = make_batch(batch_size, bench.device)
     torch.manual_seed(0)

@@ -2,7 +2,7 @@
 
 MaskGIT + JEPA logs, at every logging interval, the cross-entropy, the JEPA loss per layer, the spread of the JEPA
 targets (the collapse check) and the ratio of the two objectives' gradient norms on the transformer blocks they share
-(:class:`~compgen.training.maskgit_task.MaskGITTask`). This module draws them beneath the per-level accuracy by both
+(:class:`~compgen.training.tasks.maskgit.MaskGITTask`). This module draws them beneath the per-level accuracy by both
 scorers on one log-scaled step axis, and summarises them over windows of steps for results folders.
 
     python -m compgen.evaluation.training_diagnostics RUN_DIR --output RUN_DIR/diagnostics.png

@@ -23,13 +23,8 @@ from .concept_inputs import (
     check_temperature,
     prepare_concept_inputs,
 )
-from .tuple_dit import (
-    check_tokenizer,
-    decode_standardized_latents,
-    masked_token_latents,
-    token_step_callback,
-    uniform_scores,
-)
+from .latent_decoding import check_tokenizer, decode_standardized_latents
+from .masked_latents import masked_token_latents, token_step_callback, uniform_scores
 
 
 class GIVTPipeline(DiffusionPipeline):

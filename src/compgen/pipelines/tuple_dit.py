@@ -24,44 +24,7 @@ from .concept_inputs import (
     check_step_callback,
     prepare_concept_inputs,
 )
-
-
-def check_unclipped_scheduler(scheduler: SchedulerMixin) -> None:
-    """Refuse a scheduler that clips its clean-sample estimates to [-1, 1]: the DiT's standardized latents range
-    beyond that, and clipping them at every step gives wrong images without an error."""
-    if getattr(scheduler.config, "clip_sample", False):
-        raise ValueError(
-            f"{type(scheduler).__name__} has clip_sample=True, but the DiT diffuses standardized latents that are not "
-            "bounded by [-1, 1]; clipping them corrupts every sample. Pass a scheduler with clip_sample=False, e.g. "
-            "scheduler=DDPMScheduler.from_pretrained(path, subfolder='scheduler', clip_sample=False)."
-        )
-
-
-def check_tokenizer(vqvae: VQModel | None, vae: AutoencoderKL | None, transformer) -> None:
-    """Exactly one tokenizer, whose latents have the transformer's channel count (the DiT's and GIVT's pipelines)."""
-    if (vqvae is None) == (vae is None):
-        raise ValueError("the pipeline needs exactly one tokenizer to decode its latents: vqvae (a VQModel) or vae (an "
-                         f"AutoencoderKL), got {'both' if vae is not None else 'neither'} (set pipe.vqvae or pipe.vae, "
-                         "or load the pipeline with its tokenizer)")
-    tokenizer = vqvae if vqvae is not None else vae
-    latent_channels = getattr(tokenizer.config, "vq_embed_dim", None) or tokenizer.config.latent_channels
-    if latent_channels != transformer.config.latent_channels:
-        raise ValueError(f"the tokenizer's latents have {latent_channels} channels but the transformer expects "
-                         f"{transformer.config.latent_channels}")
-
-
-def decode_standardized_latents(transformer, vqvae: VQModel | None, vae: AutoencoderKL | None, latents: torch.Tensor,
-                                quantize: bool = True) -> torch.Tensor:
-    """Images in [-1, 1] from a transformer's standardized latents: de-standardized by ``transformer``, then decoded by
-    the KL tokenizer ``vae`` as they are, or by the VQ tokenizer ``vqvae`` after snapping them to its codebook
-    (``quantize=True``, the decoder's training input)."""
-    if vae is not None:
-        return vae.decode(transformer.denormalize_latents(latents).to(vae.dtype)).sample
-    latents = transformer.denormalize_latents(latents).to(vqvae.dtype)
-    if quantize:
-        latents, _, _ = vqvae.quantize(latents)
-    spatial = latents if vqvae.config.norm_type == "spatial" else None  # as VQModel.decode
-    return vqvae.decoder(vqvae.post_quant_conv(latents), spatial)
+from .latent_decoding import check_tokenizer, check_unclipped_scheduler, decode_standardized_latents
 
 
 class TupleConditionedDiTPipeline(DiffusionPipeline):
@@ -225,50 +188,3 @@ class TupleConditionedDiTPipeline(DiffusionPipeline):
         if not return_dict:
             return (image,)
         return ImagePipelineOutput(images=image)
-
-
-def masked_token_latents(latents: torch.Tensor | None, batch_size: int, channels: int, grid_size: int,
-                         device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, torch.BoolTensor]:
-    """A masked-token pipeline's (GIVT, MAR) starting tokens ``(B, L, C)`` and mask ``(B, L)``: every token masked, or
-    those of ``latents`` ``(B, C, H, W)`` that hold ``NaN`` (the same number in every image, at least one)."""
-    num_tokens = grid_size * grid_size
-    if latents is None:
-        return (torch.zeros(batch_size, num_tokens, channels, device=device, dtype=dtype),
-                torch.ones(batch_size, num_tokens, dtype=torch.bool, device=device))
-    check_latents_shape(latents, (batch_size, channels, grid_size, grid_size), "batch, latent channels, token grid")
-    sequence = latents.flatten(2).transpose(1, 2)
-    masked = sequence.isnan().any(dim=-1)
-    counts = masked.sum(dim=1)
-    if not bool((counts == counts[0]).all()) or int(counts[0]) == 0:
-        raise ValueError(f"latents must mark the same number of tokens (at least one) as NaN in every image, got "
-                         f"{counts.tolist()}")
-    if not bool(torch.isfinite(sequence[~masked]).all()):
-        raise ValueError("latents must be finite in the tokens they keep (NaN marks a token to generate; no inf)")
-    return torch.nan_to_num(sequence, nan=0.0).to(device=device, dtype=dtype), masked.to(device)
-
-
-def token_grid(tokens: torch.Tensor, masked: torch.BoolTensor, grid_size: int) -> torch.Tensor:
-    """Tokens ``(B, L, C)`` as a latent grid ``(B, C, H, W)`` with ``NaN`` in the masked ones (what a step callback
-    of a masked-token pipeline gets)."""
-    grid = tokens.masked_fill(masked.unsqueeze(-1), float("nan")).transpose(1, 2)
-    return grid.reshape(tokens.shape[0], tokens.shape[2], grid_size, grid_size)
-
-
-def token_step_callback(pipe: Any, step: int, callback: Callable[..., dict[str, Any]], tensor_inputs: Sequence[str],
-                        tokens: torch.Tensor, masked: torch.BoolTensor, grid_size: int) -> torch.Tensor:
-    """A masked-token pipeline's (GIVT, MAR) step callback: hands over the tokens as a grid (``NaN`` where masked) and
-    returns the tokens with the revealed ones replaced by those of a ``"latents"`` entry it gives back."""
-    outputs = callback(pipe, step, step, {name: {"latents": token_grid(tokens, masked, grid_size)}[name]
-                                          for name in tensor_inputs})
-    if "latents" not in outputs:
-        return tokens
-    returned = outputs.pop("latents").flatten(2).transpose(1, 2).to(tokens)
-    return torch.where(masked.unsqueeze(-1), tokens, returned)
-
-
-def uniform_scores(generator: Generators, batch_size: int, num_tokens: int) -> torch.Tensor:
-    """``U(0, 1)`` scores ``(batch_size, num_tokens)`` on the CPU: from one generator, or row by row from one per
-    image (each row then what a batch of that image alone draws)."""
-    if isinstance(generator, list):
-        return torch.stack([torch.rand(num_tokens, generator=g) for g in generator])
-    return torch.rand(batch_size, num_tokens, generator=generator)

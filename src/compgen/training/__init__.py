@@ -1,21 +1,17 @@
-"""compgen.training: the one training loop (:class:`Trainer`) and the tasks that plug into it.
+"""compgen.training: the one training loop (:class:`Trainer`) and what it needs while it runs.
 
-A script builds a model, wraps it in a task (:class:`DDPMTask`, :class:`MaskGITTask`, :class:`DiTTask`,
-:class:`GIVTTask`, :class:`MARTask`, and the tokenizers' :class:`VQTask` and :class:`KLTask`) and runs it with
-:func:`compgen.training.run_setup.prepare_run` / ``TrainingRun.train``; see ``examples/`` and ``ARCHITECTURE.md``.
-Studies (grids of such runs) are :mod:`compgen.studies`.
+The loop (``trainer.py``) with its options (``config.py``), seeded batches (``batches.py``), state and checkpoints
+(``state.py``, ``checkpoint.py``, ``run_directory.py``), EMA weights, acceleration and time profile, the weights a
+fine-tuning run starts from (``fine_tuning.py``), and the end of a run (``export.py``: the pipeline, its model card
+(``model_card.py``) and the Hub push). What each model adds to the loop is a task in :mod:`compgen.training.tasks`
+(:class:`DDPMTask`, :class:`MaskGITTask`, :class:`DiTTask`, :class:`GIVTTask`, :class:`MARTask`, and the tokenizers'
+:class:`VQTask` and :class:`KLTask`). Setting a run up from the command line (options, output directory, data,
+probes, ``--init_from``, a token model's tokenizer) is :mod:`compgen.runs`, which sits above this package.
 """
 
 from .config import TrainingConfig
-from .ddpm_task import DDPMTask
-from .dit_task import DiTTask
-from .givt_task import GIVTTask
-from .kl_task import KLTask
-from .mar_task import MARTask
-from .maskgit_task import MaskGITTask
-from .task import TrainingTask
+from .tasks import DDPMTask, DiTTask, GIVTTask, KLTask, MARTask, MaskGITTask, TrainingTask, VQTask
 from .trainer import Trainer
-from .vq_task import VQTask
 
 __all__ = ["DDPMTask", "DiTTask", "GIVTTask", "KLTask", "MARTask", "MaskGITTask", "Trainer", "TrainingConfig",
            "TrainingTask", "VQTask"]

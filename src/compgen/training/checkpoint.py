@@ -1,7 +1,7 @@
 """Training checkpoints as safetensors and JSON only: nothing is pickled, so loading one never runs code.
 
 A checkpoint directory holds everything exact resume needs. The batch and every random draw of step ``s`` are
-functions of ``(seed, s)`` (see :mod:`compgen.training.task`), so no random-number-generator state is stored:
+functions of ``(seed, s)`` (see :mod:`compgen.training.tasks.base`), so no random-number-generator state is stored:
 
 - ``model.safetensors``: the trainable module's weights;
 - ``optimizer.safetensors`` + ``optimizer.json``: the optimizer's state tensors and its other state (param groups,

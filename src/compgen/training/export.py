@@ -1,6 +1,8 @@
-"""A finished run's export: the pipeline (``task.save_pretrained``) and its model card, moved in as one unit.
+"""A finished run's end: the export (the pipeline, ``task.save_pretrained``, and its model card, moved in as one unit)
+and the Hub push (:func:`finish_run`).
 
-Kept out of the loop (:mod:`~compgen.training.trainer`): the loop decides *when* to export, this module *how*.
+Kept out of the loop (:mod:`~compgen.training.trainer`): the loop decides *when* a run ends, this module what then
+happens.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from torch import nn
 from ..concepts import ConceptGraph
 from .config import TrainingConfig
 from .run_directory import EXPORT_STATE_NAME
-from .task import TrainingTask
+from .tasks.base import TrainingTask
 
 
 def export_run(output_dir: Path, task: TrainingTask, model: nn.Module, records: list[dict[str, Any]],
@@ -51,3 +53,14 @@ def export_run(output_dir: Path, task: TrainingTask, model: nn.Module, records: 
             shutil.rmtree(target)
         os.replace(entry, target)
     tmp.rmdir()
+
+
+def finish_run(output_dir: Path, task: TrainingTask, model: nn.Module, records: list[dict[str, Any]],
+               graph: ConceptGraph, config: TrainingConfig, dataset_name: str | None, state: dict[str, int]) -> None:
+    """What the loop does with a finished run's final (EMA) weights ``model``, on the main process: export it with its
+    card (:func:`export_run`), then push the folder to the Hub with ``--push_to_hub``."""
+    export_run(output_dir, task, model, records, graph, config, dataset_name, state)
+    if config.push_to_hub:
+        from ..hub import upload_folder_to_hub
+
+        upload_folder_to_hub(output_dir, config.hub_model_id, token=config.hub_token, private=config.hub_private)

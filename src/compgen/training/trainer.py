@@ -1,10 +1,11 @@
-"""The one training loop every compgen example uses.
+"""The one training loop every compgen example uses: when to step, log, evaluate, checkpoint and export.
 
 It owns what is common to all models: Accelerate (devices, data parallelism, mixed precision, gradient accumulation,
-trackers), deterministic batches, checkpoints written atomically and pruned to a limit, exact resume, EMA weights, the
-learning-dynamics evaluation callback, the final ``save_pretrained``, the model card and the Hub push. A script
-supplies only what differs, as a :class:`TrainingTask`: the loss, how to sample images, and how to export the
-pipeline.
+trackers), deterministic batches, checkpoints written atomically and pruned to a limit, exact resume, EMA weights and
+the learning-dynamics evaluation callback; at the end it hands the final weights to
+:func:`~compgen.training.export.finish_run` (the pipeline, the model card, the Hub push). A script supplies only what
+differs, as a :class:`~compgen.training.tasks.base.TrainingTask`: the loss, how to sample images, and how to export
+the pipeline.
 
 Exact resume without pickled state: the batch of step ``s`` and every random draw of the loss at step ``s`` are
 functions of ``(seed, s)`` alone (a fresh CPU ``torch.Generator`` per step; tasks move what they draw to the
@@ -12,22 +13,22 @@ batch's device), so a run resumed from a checkpoint replays precisely the steps 
 taken, on any device. Under data parallelism with ``N`` processes every rank computes the same global batch indices
 and takes its ``1/N`` share; evaluation, logging, checkpoints and the export happen once, on the main process.
 
-The pieces around the loop live beside it: the options in :mod:`~compgen.training.config`, the task contract and the
-seeded batches in :mod:`~compgen.training.task`, the output directory, its checkpoints and resume in
-:class:`~compgen.training.run_directory.RunDirectory`, the checkpoint files in :mod:`~compgen.training.checkpoint`.
+The pieces around the loop live beside it: the options in :mod:`~compgen.training.config`, the seeded batches in
+:mod:`~compgen.training.batches`, the task contract in :mod:`~compgen.training.tasks.base`, the checkpoints and resume
+in :class:`~compgen.training.run_directory.RunDirectory`, the checkpoint files in :mod:`~compgen.training.checkpoint`.
+The loop runs in an output directory its caller claimed and checked (:func:`compgen.runs.directory_claim.start_run`)
+and starts from the weights its caller resolved (``initial``, :func:`compgen.runs.init_from.check_init_from`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import logging
 import math
 import shutil
 import time
-import uuid
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,16 +55,16 @@ from .acceleration import (
     compile_mode,
     dynamo_plugin,
     enable_gradient_checkpointing,
-    fused_optimizer_supported,
 )
-from .checkpoint import CheckpointError, load_checkpoint, read_trainer_state, save_checkpoint
+from .batches import batch_indices, check_batch_fits, make_batch, mix_seed
 from .config import TrainingConfig, multi_cpu_launch, resolve_mixed_precision
 from .ema import ExponentialMovingAverage, MomentumSchedule
-from .export import export_run
-from .fine_tuning import FINE_TUNE_PHASE, load_initial_weights, resolve_initial_weights, source_log_lines
+from .export import finish_run
+from .fine_tuning import FINE_TUNE_PHASE, InitialWeights, load_initial_weights, source_log_lines
 from .profile import RunProfile
-from .run_directory import RunDirectory, RunStart
-from .task import TrainingTask, batch_indices, check_batch_fits, make_batch, mix_seed
+from .run_directory import RunDirectory
+from .state import TrainState, make_optimizer, resume, save_state
+from .tasks.base import TrainingTask
 
 logger = logging.getLogger(__name__)
 
@@ -72,23 +73,14 @@ class NonFiniteLossError(RuntimeError):
     """Training diverged: a loss was NaN or infinite. Nothing is exported; the last good checkpoint stays."""
 
 
-@dataclass
-class TrainState:
-    """What the loop carries from step to step."""
-
-    model: nn.Module
-    optimizer: torch.optim.Optimizer
-    lr_scheduler: Any
-    ema: ExponentialMovingAverage | None
-    step: int = 0
-    images_seen: int = 0
-    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    first_nonfinite_step: torch.Tensor | None = None
-    """Device scalar: the first step whose loss was not finite since the last check (``inf`` when none)."""
-
-
 class Trainer:
-    """Runs a :class:`TrainingTask` on a :class:`ConceptImageData` split with the options of a TrainingConfig."""
+    """Runs a :class:`TrainingTask` on a :class:`ConceptImageData` split with the options of a TrainingConfig.
+
+    ``replaced``: the files of an earlier run in ``config.output_dir`` that ``--overwrite_output_dir`` replaces, which
+    the loop removes once training begins (:class:`~compgen.runs.directory_claim.RunStart`). ``initial``: the weights
+    ``config.init_from`` names, already resolved (required with it). The caller claims and checks the output directory
+    and resolves ``--init_from``, once (:func:`compgen.runs.run_setup.prepare_run`); the loop does neither.
+    """
 
     def __init__(
         self,
@@ -100,8 +92,12 @@ class Trainer:
         dataset_name: str | None = None,
         profile: RunProfile | None = None,
         phase_prefix: str = "",
-        start: RunStart | None = None,  # output_dir, claimed and checked by the script (prepare_run), else by train()
+        replaced: Sequence[Path] = (),
+        initial: InitialWeights | None = None,
     ) -> None:
+        if config.init_from and initial is None:
+            raise ValueError(f"init_from {config.init_from}: pass the weights it names, resolved once before any work "
+                             "(compgen.runs.init_from.check_init_from), as initial")
         # ``auto`` precision is resolved once, so checkpoints, logs and the card record what actually ran.
         precision = resolve_mixed_precision(config.mixed_precision)
         eval_precision = resolve_mixed_precision(config.eval_mixed_precision or precision)
@@ -113,12 +109,12 @@ class Trainer:
         self.dataset_name = dataset_name
         self.profile = profile if profile is not None else RunProfile(start=time.time())  # where the time goes
         self.phase_prefix = phase_prefix
-        self.start = start
+        self.replaced = list(replaced)
         self.output_dir = Path(config.output_dir)
         self.run_directory = RunDirectory(self.output_dir)
         self.checkpoint_dir = self.run_directory.checkpoint_dir
         self.log_path = self.run_directory.log_path
-        self.initial = resolve_initial_weights(config.init_from) if config.init_from else None
+        self.initial = initial if config.init_from else None
         self.step_offset = self.initial.step if self.initial else 0  # logged step: the source's + this run's
 
     # --- setup -----------------------------------------------------------------------------------------------
@@ -137,7 +133,7 @@ class Trainer:
     def prepare(self, accelerator: Accelerator) -> TrainState:
         """Optimizer, LR schedule, device placement (model, task, data), EMA, and the resumed state if asked."""
         config = self.config
-        for path in self.start.replaced if self.start else []:  # the main process's (see train)
+        for path in self.replaced if accelerator.is_main_process else []:
             logger.warning("--overwrite_output_dir: removing %s, the previous run's", path)
             shutil.rmtree(path) if path.is_dir() else path.unlink()
         accelerator.wait_for_everyone()
@@ -152,22 +148,7 @@ class Trainer:
         self.task.to(accelerator.device)
         self.task.sampling_compile_mode = compile_mode(config.torch_compile)
         self.task.logging_steps = config.logging_steps  # when a task measures its costlier diagnostics
-        optimizer = torch.optim.AdamW(
-            [p for p in model.parameters() if p.requires_grad],
-            lr=config.learning_rate,
-            betas=(config.adam_beta1, config.adam_beta2),
-            weight_decay=config.adam_weight_decay,
-            fused=fused_optimizer_supported(accelerator.device),  # one multi-tensor kernel for the whole update
-        )
-        from diffusers.optimization import get_scheduler
-
-        # Accelerate steps a prepared scheduler once per process per optimizer step.
-        lr_scheduler = get_scheduler(
-            config.lr_scheduler,
-            optimizer=optimizer,
-            num_warmup_steps=config.lr_warmup_steps * accelerator.num_processes,
-            num_training_steps=config.max_train_steps * accelerator.num_processes,
-        )
+        optimizer, lr_scheduler = make_optimizer(model, config, accelerator)
         optimizer, lr_scheduler = accelerator.prepare(optimizer, lr_scheduler)
         self.train_data = self.train_data.to(accelerator.device)
         ema = None
@@ -177,75 +158,16 @@ class Trainer:
         state = TrainState(model, optimizer, lr_scheduler, ema)
         state.first_nonfinite_step = torch.full((), math.inf, device=accelerator.device)
         if candidates := self.run_directory.resume_candidates(config.resume_from_checkpoint):
-            self._load_checkpoint(accelerator, state, candidates)
+            resume(self.run_directory, candidates, accelerator, state, self.config, self.task)
         elif config.resume_from_checkpoint:
             logger.info("no checkpoint in %s: starting from scratch", self.checkpoint_dir)
         if accelerator.is_main_process:
             if self.initial is not None and state.step == 0:  # a fresh fine-tuning run: the source phase first
                 atomic_write_text(self.log_path, "".join(source_log_lines(self.initial)))
-            self._truncate_log(state.step + self.step_offset)
+            self.run_directory.truncate_logs(state.step + self.step_offset)
         return state
 
-    # --- checkpoints -----------------------------------------------------------------------------------------
-
-    def _checkpoint_modules(self, state: TrainState) -> dict[str, nn.Module]:
-        modules = dict(self.task.extra_state())
-        if state.ema is not None:
-            modules["ema"] = state.ema.shadow
-        return modules
-
-    def _trainer_state(self, state: TrainState, accelerator: Accelerator) -> dict[str, Any]:
-        return {"step": state.step, "images_seen": state.images_seen, "run_id": state.run_id,
-                "fingerprint": self.config.fingerprint(), "num_processes": accelerator.num_processes,
-                "config": self.config.to_json_dict()}
-
-    def save_checkpoint(self, accelerator: Accelerator, state: TrainState) -> None:
-        """Write ``checkpoint-<step>`` atomically (main process, temporary name, rename) and prune old ones."""
-        if accelerator.is_main_process:
-            self.run_directory.write_checkpoint(
-                state.step,
-                lambda directory: save_checkpoint(directory, accelerator.unwrap_model(state.model), state.optimizer,
-                                                  state.lr_scheduler, self._checkpoint_modules(state),
-                                                  self._trainer_state(state, accelerator)),
-                state.run_id,
-                self.config.checkpoints_total_limit,
-            )
-        accelerator.wait_for_everyone()
-
-    def _load_checkpoint(self, accelerator: Accelerator, state: TrainState, candidates: list[Path]) -> None:
-        """Restore the first usable checkpoint of ``candidates`` (with ``latest``: every one, newest first)."""
-        errors = []
-        for candidate in candidates:
-            try:
-                trainer_state = read_trainer_state(candidate)
-                self.run_directory.check_resumable(trainer_state, candidate, self.config,
-                                                   accelerator.num_processes, self.task.schedules_over_length())
-                trainer_state = load_checkpoint(candidate, accelerator.unwrap_model(state.model), state.optimizer,
-                                                state.lr_scheduler, self._checkpoint_modules(state))
-            except CheckpointError as error:
-                errors.append(str(error))
-                logger.warning("cannot resume from %s: %s", candidate, error)
-                continue
-            if errors:
-                logger.warning("resuming from the previous intact checkpoint %s", candidate)
-            state.step, state.images_seen = int(trainer_state["step"]), int(trainer_state["images_seen"])
-            state.run_id = trainer_state.get("run_id", state.run_id)
-            logger.info("resumed from %s at step %d", candidate, state.step)
-            return
-        raise CheckpointError(
-            "no usable checkpoint to resume from:\n  " + "\n  ".join(errors)
-            + "\nremove the broken checkpoint directories, or start over with --overwrite_output_dir"
-        )
-
     # --- evaluation log -------------------------------------------------------------------------------------
-
-    def _truncate_log(self, step: int) -> None:
-        """Drop the records of both logs (evaluations, training scalars) written after the checkpoint we resume from
-        (and a torn last line a kill left), so the logs match the weights."""
-        for path in (self.log_path, self.run_directory.training_log_path):
-            if path.is_file():
-                kept = [json.dumps(r) for r in read_log(path) if r["step"] <= step]
-                atomic_write_text(path, "".join(line + "\n" for line in kept))
 
     def _make_tracker(self) -> LearningDynamicsTracker | None:
         """The tracker, holding the records a resumed run logged before (the log is truncated to the checkpoint)."""
@@ -334,20 +256,12 @@ class Trainer:
 
     def train(self) -> list[dict[str, Any]]:
         """Train to ``max_train_steps`` (resuming if asked), export, write the model card; returns the eval log."""
-        own = self.start is None  # prepare_run claimed and checked the directory; a Trainer used alone does so here
         with self._phase("setup (placement, optimizer, resume)"):
             accelerator = self.make_accelerator()
-        if own:
-            self.config.check_environment()
-            check_batch_fits(len(self.train_data), self.config.train_batch_size, accelerator.num_processes)
-            self.start = self.run_directory.start(self.config, accelerator.num_processes) \
-                if accelerator.is_main_process else None
-        try:
-            return self._train(accelerator)
-        finally:
-            if own and self.start is not None:  # its own claim, given back; a later train() claims anew
-                self.start.claim.release()
-                self.start = None
+        self.config.check_environment()
+        # Once per run, before the first step (not by every step's draw of its batch).
+        check_batch_fits(len(self.train_data), self.config.train_batch_size, accelerator.num_processes)
+        return self._train(accelerator)
 
     def _phase(self, name: str):
         return self.profile.phase(self.phase_prefix + name)
@@ -412,7 +326,7 @@ class Trainer:
                                  time.time() - begin - (record["generate_s"] if tracker is not None else 0.0))
             if checkpoint_due:
                 with self._phase("checkpoints"):
-                    self.save_checkpoint(accelerator, state)
+                    save_state(self.run_directory, accelerator, state, self.config, self.task)
         progress.close()
 
         records: list[dict[str, Any]] = []
@@ -420,20 +334,11 @@ class Trainer:
             if accelerator.is_main_process:
                 final_model = state.ema.shadow if state.ema is not None else accelerator.unwrap_model(state.model)
                 records = read_log(self.log_path) if self.log_path.is_file() else []
-                self.export(final_model, records, state.step)
-                if config.push_to_hub:
-                    from ..hub import upload_folder_to_hub
-
-                    upload_folder_to_hub(self.output_dir, config.hub_model_id, token=config.hub_token,
-                                         private=config.hub_private)
+                finish_run(self.output_dir, self.task, final_model, records, self.graph, config, self.dataset_name,
+                           {"step": state.step + self.step_offset, "steps_trained": state.step})
             accelerator.wait_for_everyone()
             # Finish the trackers but keep the process group: a script may train again in this process (a tokenizer,
             # then its generator; a queue of runs). ``accelerator.end_training()`` would destroy it.
             for tracker in accelerator.trackers:
                 tracker.finish()
         return records
-
-    def export(self, model: nn.Module, records: list[dict[str, Any]], steps_trained: int) -> None:
-        """``save_pretrained`` the pipeline and write its model card as one unit (:func:`export_run`)."""
-        export_run(self.output_dir, self.task, model, records, self.graph, self.config, self.dataset_name,
-                   {"step": steps_trained + self.step_offset, "steps_trained": steps_trained})

@@ -11,10 +11,10 @@ from diffusers import VQModel
 from safetensors.torch import save_file
 from torch import nn
 
-from ..eval_mode import eval_mode
-from ..evaluation.tokenizer_report import reconstruction_markdown
-from ..images import uint8_to_signed
-from ..models.jepa import (
+from ...eval_mode import eval_mode
+from ...evaluation.tokenizer_report import reconstruction_markdown
+from ...images import uint8_to_signed
+from ...models.jepa import (
     JEPAPredictor,
     MaskGITWithPredictor,
     jepa_layer_losses,
@@ -22,11 +22,11 @@ from ..models.jepa import (
     scale_jepa_layers,
     target_spread,
 )
-from ..models.maskgit_transformer import MaskGITTransformer
-from ..models.vq_tokenizer import encode_to_indices
-from ..schedulers.scheduling_maskgit import MaskGITScheduler
-from .ema import ExponentialMovingAverage, MomentumSchedule
-from .task import TrainingTask, sample_in_batches
+from ...models.maskgit_transformer import MaskGITTransformer
+from ...models.vq_tokenizer import encode_to_indices
+from ...schedulers.scheduling_maskgit import MaskGITScheduler
+from ..ema import ExponentialMovingAverage, MomentumSchedule
+from .base import TrainingTask, sample_in_batches
 
 JEPA_TARGET_DIR = "jepa_target"
 JEPA_PREDICTOR_INITS = ("zero", "default")
@@ -185,7 +185,7 @@ class MaskGITTask(TrainingTask):
         return [f"the JEPA target momentum ({schedule.kind})"] if schedule and schedule.kind == "linear" else []
 
     def pipeline(self, transformer: MaskGITTransformer):
-        from ..pipelines.maskgit import MaskGITPipeline
+        from ...pipelines.maskgit import MaskGITPipeline
 
         return MaskGITPipeline(vqvae=self.vqvae, transformer=transformer, scheduler=self.scheduler)
 

@@ -27,8 +27,9 @@ from ..evaluation.tokenizer_report import RECONSTRUCTION_REPORT_NAME
 from ..models.concept_embedding import ConceptConditionedMixin
 from ..models.kl_tokenizer import build_kl_tokenizer
 from ..models.vq_tokenizer import build_vq_tokenizer
-from .fine_tuning import resolve_initial_weights
-from .kl_task import KLTask
+from ..training.fine_tuning import InitialWeights
+from ..training.tasks.kl_tokenizer import KLTask
+from ..training.tasks.vq_tokenizer import VQTask
 from .run_setup import TrainingRun
 from .tokenizer_kind import (
     add_tokenizer_kind_arguments,
@@ -38,7 +39,6 @@ from .tokenizer_kind import (
     kl_tokenizer_options,
     load_tokenizer,
 )
-from .vq_task import VQTask
 
 logger = logging.getLogger(__name__)
 
@@ -226,14 +226,15 @@ def add_tokenizer_first_arguments(parser: argparse.ArgumentParser, allow_kl: boo
     group.add_argument("--vq_learning_rate", type=float, default=1e-3)
 
 
-def check_tokenizer_first_arguments(args: argparse.Namespace, allow_kl: bool = False) -> None:
+def check_tokenizer_first_arguments(args: argparse.Namespace, initial: InitialWeights | None,
+                                    allow_kl: bool = False) -> None:
     """The tokenizer flags, and a tokenizer a previous run left in ``OUTPUT/tokenizer`` (it must match them);
     ``--tokenizer kl`` (or a KL ``--vqvae_path``) is refused unless ``allow_kl``."""
     check_vq_tokenizer_arguments(args)
     check_tokenizer_kind(args, allow_kl)
     if args.vq_steps < 1:
         raise ValueError(f"--vq_steps must be at least 1, got {args.vq_steps}")
-    if fine_tuning_tokenizer(args) is None and args.vqvae_path is None:
+    if fine_tuning_tokenizer(args, initial) is None and args.vqvae_path is None:
         reusable_tokenizer(Path(args.output_dir) / TOKENIZER_DIR,
                            tokenizer_options(args, args.vq_steps, args.vq_learning_rate),
                            overwrite=args.overwrite_output_dir)
@@ -291,11 +292,11 @@ def latent_transformer_options(args: argparse.Namespace, run: TrainingRun, token
     latent statistics, ``--position_embedding_std``). A fine-tuning run (``--init_from``) keeps the source model's
     latent statistics, as it keeps its tokenizer (:func:`fine_tuning_tokenizer`)."""
     from ..models.vq_tokenizer import token_grid_size
-    from .dit_task import latent_model_options
+    from ..training.tasks.latent_tokenizer import latent_model_options
 
     latents, options = latent_model_options(tokenizer, run.train_data.images)
-    if args.init_from:  # the loaded weights work on the source's standardized latents: keep its statistics
-        source = next(config for config in resolve_initial_weights(args.init_from).model_configs.values()
+    if run.initial is not None:  # the loaded weights work on the source's standardized latents: keep its statistics
+        source = next(config for config in run.initial.model_configs.values()
                       if "latent_mean" in config)
         options = {name: source[name] for name in ("latent_channels", "latent_mean", "latent_std")}
     return latents, (token_transformer_options(args, run, token_grid_size(tokenizer)) | options
@@ -319,7 +320,7 @@ def load_or_train_tokenizer(args: argparse.Namespace, run: TrainingRun, output_d
     to ``OUTPUT/vq_reconstruction.json``; ``None`` without probes)."""
     vq_dir = Path(output_dir) / TOKENIZER_DIR
     options = tokenizer_options(args, args.vq_steps, args.vq_learning_rate)
-    path = fine_tuning_tokenizer(args) or args.vqvae_path
+    path = fine_tuning_tokenizer(args, run.initial) or args.vqvae_path
     if path is None and reusable_tokenizer(vq_dir, options, overwrite=run.config.overwrite_output_dir):
         path = vq_dir
     if path is None:
@@ -354,7 +355,7 @@ def train_kl_tokenizer(
     args: argparse.Namespace, run: TrainingRun, output_dir: str | Path, report: bool = True, **config_overrides: Any
 ) -> tuple[AutoencoderKL, dict[str, Any] | None]:
     """:func:`train_vq_tokenizer` for the KL tokenizer: build it from the flags (weights seeded by ``--seed``),
-    train it with :class:`~compgen.training.kl_task.KLTask` into ``output_dir``, reload it and report."""
+    train it with :class:`~compgen.training.tasks.kl_tokenizer.KLTask` into ``output_dir``, reload it and report."""
     output_dir = Path(output_dir)
     torch.manual_seed(args.seed)
     vae = build_kl_tokenizer(

@@ -11,14 +11,15 @@ from typing import Any
 import torch
 from diffusers import AutoencoderKL, VQModel
 
-from ..schedulers.scheduling_maskgit import MaskGITScheduler
-from .acceleration import to_device
-from .dit_task import LatentTokenizerMixin
-from .task import TrainingTask, sample_in_batches
+from ...schedulers.scheduling_maskgit import MaskGITScheduler
+from ..acceleration import to_device
+from .base import TrainingTask, sample_in_batches
+from .latent_tokenizer import LatentTokenizerMixin
 
 
 class MaskedLatentTask(LatentTokenizerMixin, TrainingTask):
-    """The shared part of :class:`~compgen.training.givt_task.GIVTTask` and :class:`~compgen.training.mar_task.MARTask`.
+    """The shared part of :class:`~compgen.training.tasks.givt.GIVTTask` and
+    :class:`~compgen.training.tasks.mar.MARTask`.
 
     Args:
         transformer: The model (its config holds the latent statistics).

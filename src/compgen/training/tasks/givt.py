@@ -4,20 +4,21 @@ MaskGIT's categorical objective and the DiT's diffusion (Farid et al. 2025).
 The objective is the negative log-likelihood of the masked tokens' standardized latents under the transformer's
 Gaussian mixtures (:meth:`~compgen.models.givt_transformer.GIVTTransformer.masked_nll`), with MaskGIT's training masks
 (:meth:`~compgen.schedulers.MaskGITScheduler.sample_mask`). The latents are the DiT's: a frozen VQ tokenizer's before
-quantization or a KL tokenizer's posterior means, computed once (:func:`~compgen.training.dit_task.precompute_latents`).
+quantization or a KL tokenizer's posterior means, computed once
+(:func:`~compgen.training.tasks.latent_tokenizer.precompute_latents`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..models.givt_transformer import GIVTTransformer
-from .masked_latent_task import MaskedLatentTask
+from ...models.givt_transformer import GIVTTransformer
+from .masked_latent import MaskedLatentTask
 
 
 class GIVTTask(MaskedLatentTask):
     """Masked-token likelihood of continuous latents; samples decode through the tokenizer (arguments as
-    :class:`~compgen.training.masked_latent_task.MaskedLatentTask`'s; ``eval_temperature`` scales the mixtures'
+    :class:`~compgen.training.tasks.masked_latent.MaskedLatentTask`'s; ``eval_temperature`` scales the mixtures'
     standard deviations)."""
 
     def compute_loss(self, model, batch, generator, step):
@@ -26,7 +27,7 @@ class GIVTTask(MaskedLatentTask):
         return nll, {"nll": nll.detach()}
 
     def pipeline(self, transformer: GIVTTransformer):
-        from ..pipelines.givt import GIVTPipeline
+        from ...pipelines.givt import GIVTPipeline
 
         return GIVTPipeline(transformer=transformer, scheduler=self.scheduler, **self.tokenizer_components())
 

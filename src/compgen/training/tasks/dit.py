@@ -1,6 +1,6 @@
 """Training task for the diffusion transformer over tokenizer latents (Paper B's continuous counterpart of MaskGIT).
 
-The objective is the DDPM loss of :class:`~compgen.training.ddpm_task.DDPMTask`, applied to the standardized latents
+The objective is the DDPM loss of :class:`~compgen.training.tasks.ddpm.DDPMTask`, applied to the standardized latents
 of a frozen tokenizer instead of pixels: a VQ tokenizer's latents before quantization, or a KL tokenizer's posterior
 means (Paper B reports similar compositional generalization with both). The latents of every training image are
 computed once (the tokenizer never changes), as MaskGIT's token indices are.
@@ -14,74 +14,9 @@ from typing import Any
 import torch
 from diffusers import AutoencoderKL, DDPMScheduler, VQModel
 
-from ..eval_mode import eval_mode
-from ..images import uint8_to_signed
-from ..models.kl_tokenizer import encode_kl_latents
-from ..models.tuple_dit import TupleConditionedDiT
-from .ddpm_task import DDPMTask
-
-
-@torch.no_grad()
-def precompute_latents(tokenizer: VQModel | AutoencoderKL, images: torch.Tensor, batch_size: int = 512
-                       ) -> torch.Tensor:
-    """The tokenizer's continuous latents ``(N, C, g, g)`` of uint8 images ``(N, H, W, 3)``: a ``VQModel``'s before
-    quantization, an ``AutoencoderKL``'s posterior means (deterministic)."""
-
-    def encode(signed: torch.Tensor) -> torch.Tensor:
-        if isinstance(tokenizer, AutoencoderKL):
-            return encode_kl_latents(tokenizer, signed)
-        return tokenizer.encode(signed.to(tokenizer.device)).latents
-
-    with eval_mode(tokenizer):
-        chunks = [encode(uint8_to_signed(images[start : start + batch_size]))
-                  for start in range(0, len(images), batch_size)]
-    return torch.cat(chunks).float()
-
-
-def latent_statistics(latents: torch.Tensor) -> tuple[list[float], list[float]]:
-    """Per-channel mean and standard deviation of ``(N, C, g, g)`` latents (the DiT's standardization)."""
-    mean = latents.mean(dim=(0, 2, 3))
-    std = latents.std(dim=(0, 2, 3)).clamp(min=1e-6)
-    return [round(float(v), 6) for v in mean], [round(float(v), 6) for v in std]
-
-
-def latent_model_options(tokenizer: VQModel | AutoencoderKL, images: torch.Tensor
-                         ) -> tuple[torch.Tensor, dict[str, Any]]:
-    """The training images' latents ``(N, C, g, g)`` and what a latent model (the DiT, GIVT) is built with from them:
-    ``latent_channels`` and the per-channel ``latent_mean`` and ``latent_std`` it standardizes by."""
-    latents = precompute_latents(tokenizer, images)
-    mean, std = latent_statistics(latents)
-    return latents, {"latent_channels": latents.shape[1], "latent_mean": mean, "latent_std": std}
-
-
-class LatentTokenizerMixin:
-    """What the tasks over a frozen tokenizer's continuous latents (the DiT's, GIVT's) share: the tokenizer's kind, the
-    pipeline components that hold it, and the model card's reconstruction table."""
-
-    tokenizer: VQModel | AutoencoderKL
-    tokenizer_report: dict[str, Any] | None
-
-    @property
-    def tokenizer_kind(self) -> str:
-        """``"kl"`` for an ``AutoencoderKL`` tokenizer, ``"vq"`` for a ``VQModel``."""
-        return "kl" if isinstance(self.tokenizer, AutoencoderKL) else "vq"
-
-    def tokenizer_components(self) -> dict[str, VQModel | AutoencoderKL | None]:
-        """The pipeline's ``vqvae`` and ``vae`` arguments: the tokenizer in its place, ``None`` in the other."""
-        kl = self.tokenizer_kind == "kl"
-        return {"vqvae": None if kl else self.tokenizer, "vae": self.tokenizer if kl else None}
-
-    def tokenizer_description(self) -> str:
-        return ("AutoencoderKL (posterior means)" if self.tokenizer_kind == "kl"
-                else "VQModel (latents before quantization)")
-
-    def tokenizer_sections(self) -> list[tuple[str, str]]:
-        """The model card's tokenizer reconstruction table, when the task has the report."""
-        from ..evaluation.tokenizer_report import reconstruction_markdown
-
-        if self.tokenizer_report is None:
-            return []
-        return [("Tokenizer reconstruction accuracy", reconstruction_markdown(self.tokenizer_report))]
+from ...models.tuple_dit import TupleConditionedDiT
+from .ddpm import DDPMTask
+from .latent_tokenizer import LatentTokenizerMixin
 
 
 class DiTTask(LatentTokenizerMixin, DDPMTask):
@@ -107,7 +42,7 @@ class DiTTask(LatentTokenizerMixin, DDPMTask):
         use_full_conditioning: bool | None = None,
         tokenizer_report: dict[str, Any] | None = None,
     ) -> None:
-        from ..pipelines.tuple_dit import check_unclipped_scheduler
+        from ...pipelines.latent_decoding import check_unclipped_scheduler
 
         check_unclipped_scheduler(scheduler)
         super().__init__(transformer, scheduler, eval_inference_steps, eval_batch_size, use_full_conditioning)
@@ -123,7 +58,7 @@ class DiTTask(LatentTokenizerMixin, DDPMTask):
         return self.train_latents[batch["index"]]
 
     def pipeline(self, transformer, scheduler=None):
-        from ..pipelines.tuple_dit import TupleConditionedDiTPipeline
+        from ...pipelines.tuple_dit import TupleConditionedDiTPipeline
 
         return TupleConditionedDiTPipeline(transformer=transformer, scheduler=scheduler or self.scheduler,
                                            **self.tokenizer_components())

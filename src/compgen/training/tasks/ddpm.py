@@ -12,10 +12,10 @@ import torch.nn.functional as F
 from diffusers import DDIMScheduler, DDPMScheduler
 from torch import nn
 
-from ..eval_mode import eval_mode
-from ..images import unit_to_uint8
-from .acceleration import compiled_for_sampling, to_device
-from .task import TrainingTask
+from ...eval_mode import eval_mode
+from ...images import unit_to_uint8
+from ..acceleration import compiled_for_sampling, to_device
+from .base import TrainingTask
 
 PREDICTION_TYPES = ("epsilon", "v_prediction", "sample")
 
@@ -78,7 +78,7 @@ class DDPMTask(TrainingTask):
         return F.mse_loss(prediction.float(), target.float()), {}
 
     def pipeline(self, unet: nn.Module, scheduler=None):
-        from ..pipelines.tuple_ddpm import TupleConditionedDDPMPipeline
+        from ...pipelines.tuple_ddpm import TupleConditionedDDPMPipeline
 
         return TupleConditionedDDPMPipeline(unet=unet, scheduler=scheduler or self.scheduler)
 

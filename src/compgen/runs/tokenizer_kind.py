@@ -1,7 +1,7 @@
 """Which tokenizer a token model reads: ``--tokenizer vq|kl`` (a diffusers ``VQModel`` or ``AutoencoderKL``, Paper B's
 discrete and continuous tokenizers), its flags and checks, loading a saved one by its kind, and the tokenizer a
 fine-tuning run keeps (its source's). The tokenizer-first workflow that trains one is
-:mod:`compgen.training.token_model_setup`."""
+:mod:`compgen.runs.token_model_setup`."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import torch
 from diffusers import AutoencoderKL, VQModel
 from safetensors.torch import load_file
 
-from .fine_tuning import resolve_initial_weights
-from .kl_task import DEFAULT_KL_WEIGHT
+from ..training.fine_tuning import InitialWeights
+from ..training.tasks.kl_tokenizer import DEFAULT_KL_WEIGHT
 
 TOKENIZER_CLASSES: dict[str, type[VQModel] | type[AutoencoderKL]] = {"vq": VQModel, "kl": AutoencoderKL}
 """``--tokenizer`` kinds and the diffusers class of each (the ``_class_name`` of its ``config.json``)."""
@@ -59,15 +59,16 @@ def tokenizer_kind(path: str | Path) -> str:
     raise ValueError(f"{path} holds a {class_name}, not a tokenizer (VQModel or AutoencoderKL)")
 
 
-def fine_tuning_tokenizer(args: argparse.Namespace) -> Path | None:
-    """With ``--init_from``, the tokenizer the source's model read, kept as it is: the loaded transformer has learned
-    its tokens (and a latent model its latent statistics), so retraining it on the new data would hand the
-    transformer latents it was never trained on. ``None`` without ``--init_from``, or when the source does not
+def fine_tuning_tokenizer(args: argparse.Namespace, initial: InitialWeights | None) -> Path | None:
+    """With ``--init_from`` (``initial``, resolved once by :func:`~compgen.runs.init_from.check_init_from`), the
+    tokenizer the source's model read, kept as it is: the loaded transformer has learned its tokens (and a latent
+    model its latent statistics), so retraining it on the new data would hand the transformer latents it was never
+    trained on. ``None`` without ``--init_from``, or when the source does not
     record its tokenizer and ``--vqvae_path`` names one. Refuses, before any work, a source without a tokenizer, one
     of the other kind than ``--tokenizer`` and a ``--vqvae_path`` with other weights."""
-    if not getattr(args, "init_from", None):
+    if initial is None:
         return None
-    source = resolve_initial_weights(args.init_from).tokenizer
+    source = initial.tokenizer
     given = getattr(args, "vqvae_path", None)
     if source is None:
         if given is None:

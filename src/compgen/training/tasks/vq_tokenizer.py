@@ -11,7 +11,8 @@ import torch
 import torch.nn.functional as F
 from diffusers import VQModel
 
-from .task import TrainingTask, mix_seed
+from ..batches import mix_seed
+from .base import TrainingTask
 
 
 class VQTask(TrainingTask):

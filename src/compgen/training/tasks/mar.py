@@ -4,7 +4,8 @@ DiT (Farid et al. 2025).
 Each step masks tokens as MaskGIT does, runs the transformer on the visible ones, and trains the diffusion head on
 every masked token's standardized latent: ``diffusion_batch_multiplier`` noise draws per token (MAR's trick for a
 cheaper head than transformer), each at a random step of the head's noise schedule, with the DDPM loss of the
-scheduler's prediction type. The latents are the DiT's (:func:`~compgen.training.dit_task.precompute_latents`).
+scheduler's prediction type. The latents are the DiT's
+(:func:`~compgen.training.tasks.latent_tokenizer.precompute_latents`).
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ import torch
 import torch.nn.functional as F
 from diffusers import AutoencoderKL, DDPMScheduler, VQModel
 
-from ..models.mar_transformer import MARTransformer
-from ..schedulers.scheduling_maskgit import MaskGITScheduler
-from .masked_latent_task import MaskedLatentTask
+from ...models.mar_transformer import MARTransformer
+from ...schedulers.scheduling_maskgit import MaskGITScheduler
+from .masked_latent import MaskedLatentTask
 
 
 class MARTask(MaskedLatentTask):
@@ -32,7 +33,7 @@ class MARTask(MaskedLatentTask):
         diffusion_batch_multiplier: Noise draws per masked token and step.
         eval_head_steps: The head's denoising steps per revealed token when the evaluation samples.
         options: ``eval_inference_steps``, ``eval_temperature`` (the head's initial noise scale) and the rest of
-            :class:`~compgen.training.masked_latent_task.MaskedLatentTask`'s arguments.
+            :class:`~compgen.training.tasks.masked_latent.MaskedLatentTask`'s arguments.
     """
 
     def __init__(
@@ -46,7 +47,7 @@ class MARTask(MaskedLatentTask):
         eval_head_steps: int = 25,
         **options: Any,
     ) -> None:
-        from ..pipelines.tuple_dit import check_unclipped_scheduler
+        from ...pipelines.latent_decoding import check_unclipped_scheduler
 
         check_unclipped_scheduler(head_scheduler)
         if diffusion_batch_multiplier < 1 or eval_head_steps < 1:
@@ -76,7 +77,7 @@ class MARTask(MaskedLatentTask):
         return loss, {"diffusion": loss.detach()}
 
     def pipeline(self, transformer: MARTransformer):
-        from ..pipelines.mar import MARPipeline
+        from ...pipelines.mar import MARPipeline
 
         return MARPipeline(transformer=transformer, scheduler=self.scheduler, head_scheduler=self.head_scheduler,
                            **self.tokenizer_components())

@@ -1,7 +1,9 @@
-"""Command-line plumbing shared by the example training scripts: presets, data, probes, and the Trainer.
+"""Command-line plumbing shared by the example training scripts: presets, options checked before any work, the
+output directory claimed (:func:`~compgen.runs.directory_claim.start_run`), ``--init_from`` resolved
+(:func:`~compgen.runs.init_from.check_init_from`), data, probes, and the loop (:class:`TrainingRun`).
 
 The tokenizer-first workflow of token-space scripts (their tokenizer's flags, training and reuse) is in
-:mod:`compgen.training.token_model_setup`.
+:mod:`compgen.runs.token_model_setup`.
 
 Option defaults are layered, each layer overriding the one before:
 
@@ -37,12 +39,14 @@ from ..data.loading import (
     training_data_from,
 )
 from ..models.config_bounds import CONFIG_BOUNDS, check_config_bounds
-from .config import TrainingConfig, add_training_arguments, config_from_args, multi_cpu_launch
-from .fine_tuning import check_init_from
-from .profile import RunProfile
-from .run_directory import RunDirectory, RunDirectoryInUseError, RunStart
-from .task import TrainingTask, check_batch_fits
-from .trainer import Trainer
+from ..training.batches import check_batch_fits
+from ..training.config import TrainingConfig, add_training_arguments, config_from_args, multi_cpu_launch
+from ..training.fine_tuning import InitialWeights
+from ..training.profile import RunProfile
+from ..training.tasks.base import TrainingTask
+from ..training.trainer import Trainer
+from .directory_claim import RunDirectoryInUseError, RunStart, start_run
+from .init_from import check_init_from
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +80,10 @@ class TrainingRun:
     start: RunStart | None = None
     """``config.output_dir``, claimed and checked before the data were built (on the main process); the claim is given
     back once training there ends."""
+    initial: InitialWeights | None = None
+    """The weights ``--init_from`` names, resolved once before any work
+    (:func:`~compgen.runs.init_from.check_init_from`): what the loop loads, and where a token model's tokenizer and
+    latent statistics come from."""
     splits: Any = None
     """The loaded ``DatasetDict``, for the splits a script needs besides ``train`` and ``test`` (a tokenizer's)."""
     profile: RunProfile = dataclasses.field(default_factory=RunProfile)
@@ -94,22 +102,28 @@ class TrainingRun:
               **config_overrides: Any) -> list[dict[str, Any]]:
         """Run the shared loop on ``task`` over ``train_data`` (default: the training split); ``config_overrides``
         (e.g. another ``output_dir`` and step count for a tokenizer trained before the generator) replace fields of
-        this run's :class:`TrainingConfig`."""
+        this run's :class:`TrainingConfig`.
+
+        The output directory is claimed here, or was by :func:`prepare_run` (this run's own), and the claim is given
+        back when training there ends: the loop itself never claims."""
         config = dataclasses.replace(self.config, **config_overrides)
         main = Path(config.output_dir) == Path(self.config.output_dir)  # not a tokenizer trained first
-        trainer = Trainer(config, task, self.train_data if train_data is None else train_data, self.graph,
-                          self.probes if probes else None, self.dataset_name, profile=self.profile,
-                          phase_prefix="" if main else f"{Path(config.output_dir).name}: ",
-                          start=self.start if main else None)
+        state = PartialState()
+        start = self.start if main else start_run(config, state.num_processes) if state.is_main_process else None
         try:
+            trainer = Trainer(config, task, self.train_data if train_data is None else train_data, self.graph,
+                              self.probes if probes else None, self.dataset_name, profile=self.profile,
+                              phase_prefix="" if main else f"{Path(config.output_dir).name}: ",
+                              replaced=start.replaced if start is not None else (),
+                              initial=self.initial if main else None)
             records = trainer.train()
-            if main and PartialState().is_main_process:
+            if main and state.is_main_process:
                 report = self.profile.write(config.output_dir)
                 logger.info("%s", self.profile.table(report))
             return records
         finally:
-            if self.start is not None and main:
-                self.start.claim.release()
+            if start is not None:
+                start.claim.release()
 
 
 def apply_dataset_defaults(parser: argparse.ArgumentParser, preset: str, argv: list[str] | None) -> dict[str, Any]:
@@ -155,12 +169,14 @@ def prepare_run(
     parser: argparse.ArgumentParser,
     presets: dict[str, dict[str, Any]],
     argv: list[str] | None = None,
-    validate: Callable[[argparse.Namespace], None] | None = None,
+    validate: Callable[[argparse.Namespace, InitialWeights | None], None] | None = None,
     model_class: type | None = None,
 ) -> tuple[argparse.Namespace, TrainingConfig, TrainingRun]:
     """Add the shared flags, apply the preset and dataset defaults, parse, check every option (the shared ones and the
     script's own through ``validate``, which raises ``ValueError``), then load the data and the probes.
     ``model_class`` (the class the script trains) lets ``--init_from`` refuse another architecture before any work.
+    ``--init_from`` is resolved here, once: ``validate`` gets the result with the options, and the run keeps it
+    (:attr:`TrainingRun.initial`).
 
     An invalid option stops the script with an argparse message (exit status 2) before any work is done."""
     parser.add_argument("--preset", choices=sorted(presets), default=None, help="named option set (flags override it)")
@@ -184,7 +200,7 @@ def prepare_run(
     # Every option is checked before any work (building data, training probes, a tokenizer), with the output
     # directory claimed (one run per directory; see run_directory) before it is checked.
     state = PartialState(cpu=multi_cpu_launch())
-    claim = start = None
+    claim = start = initial = None
     try:
         extra = {k: v for k, v in vars(args).items() if k not in {f for f in TrainingConfig.__dataclass_fields__}}
         extra["preset"] = preset
@@ -193,12 +209,12 @@ def prepare_run(
         _check_dataset_config(args)
         config.check_environment()
         if config.init_from:  # a path that holds no usable weights fails here, not later
-            check_init_from(config.init_from, config.output_dir, model_class)
+            initial = check_init_from(config.init_from, config.output_dir, model_class)
         if state.is_main_process:
-            start = RunDirectory(config.output_dir).start(config, state.num_processes)
+            start = start_run(config, state.num_processes)
             claim = start.claim
         if validate is not None:
-            validate(args)
+            validate(args, initial)
         check_config_bounds("the command line", _bounded_options(args))  # before a model is built on them
         profile.mark_startup()
     except (ValueError, OSError, RunDirectoryInUseError) as error:
@@ -229,7 +245,7 @@ def prepare_run(
     logger.info("training data %s: %d images (%d px) of classes %s", dataset_name, len(train_data),
                 train_data.image_size, train_data.class_strings())
     run = TrainingRun(config, train_data, graph, probes, dataset_name=dataset_name, eval_data=eval_data, start=start,
-                      splits=dataset_dict, profile=profile)
+                      initial=initial, splits=dataset_dict, profile=profile)
     torch.manual_seed(config.seed)  # the script builds its model next: initial weights are a function of --seed
     return args, config, run
 

@@ -12,8 +12,8 @@ import torch.nn.functional as F
 from diffusers import AutoencoderKL
 from torch import nn
 
-from .task import TrainingTask
-from .vq_task import random_crops
+from .base import TrainingTask
+from .vq_tokenizer import random_crops
 
 DEFAULT_KL_WEIGHT = 1e-4
 """Weight of the KL term (per latent element, as the reconstruction MSE is per pixel); see :class:`KLTask`."""
@@ -49,8 +49,8 @@ class KLTask(TrainingTask):
     latents per channel anyway, so their exact scale matters less than what each channel carries.
 
     The posterior noise and the crop positions are drawn from the step's generator (on the CPU, then moved), so a
-    resumed run replays the same steps. As for :class:`~compgen.training.vq_task.VQTask`, what the tokenizer can
-    represent is measured after training by
+    resumed run replays the same steps. As for :class:`~compgen.training.tasks.vq_tokenizer.VQTask`, what the
+    tokenizer can represent is measured after training by
     :func:`compgen.evaluation.tokenizer_report.reconstruction_report`, so the task has no ``generate``.
 
     Args:
