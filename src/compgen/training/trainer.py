@@ -133,9 +133,11 @@ class Trainer:
     def prepare(self, accelerator: Accelerator) -> TrainState:
         """Optimizer, LR schedule, device placement (model, task, data), EMA, and the resumed state if asked."""
         config = self.config
-        for path in self.replaced if accelerator.is_main_process else []:
-            logger.warning("--overwrite_output_dir: removing %s, the previous run's", path)
-            shutil.rmtree(path) if path.is_dir() else path.unlink()
+        if accelerator.is_main_process:
+            for path in self.replaced:
+                logger.warning("--overwrite_output_dir: removing %s, the previous run's", path)
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+            self.output_dir.mkdir(parents=True, exist_ok=True)  # made by the claim, unless the caller claimed none
         accelerator.wait_for_everyone()
         if config.gradient_checkpointing:
             logger.info("gradient checkpointing: %s", ", ".join(enable_gradient_checkpointing(self.task.model)))
@@ -148,8 +150,7 @@ class Trainer:
         self.task.to(accelerator.device)
         self.task.sampling_compile_mode = compile_mode(config.torch_compile)
         self.task.logging_steps = config.logging_steps  # when a task measures its costlier diagnostics
-        optimizer, lr_scheduler = make_optimizer(model, config, accelerator)
-        optimizer, lr_scheduler = accelerator.prepare(optimizer, lr_scheduler)
+        optimizer, lr_scheduler = make_optimizer(model, config, accelerator)  # prepared by the accelerator
         self.train_data = self.train_data.to(accelerator.device)
         ema = None
         if config.use_ema:
