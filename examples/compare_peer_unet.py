@@ -34,8 +34,8 @@ from safetensors.torch import save_file
 from compgen import TupleConditionedUNet2DModel
 from compgen.cli import ArgumentParser, parse_widths
 from compgen.concepts import ConceptSpace
+from compgen.launch.run_setup import prepare_run
 from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
-from compgen.runs.run_setup import prepare_run
 from compgen.studies.runner import load_script
 from compgen.training.tasks.ddpm import DDPMTask
 

@@ -30,7 +30,7 @@ import signal
 import sys
 from pathlib import Path
 
-from compgen.runs.directory_claim import RunDirectoryInUseError
+from compgen.launch.directory_claim import RunDirectoryInUseError
 from compgen.studies import Study, run_study
 from compgen.studies.launchers import SUBMITIT_CLUSTERS, SubmititLauncher
 from compgen.studies.orchestration import part_cells

@@ -23,9 +23,8 @@ from pathlib import Path
 import torch
 
 from compgen import TupleConditionedDiT
-from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
-from compgen.runs.run_setup import prepare_run
-from compgen.runs.token_model_setup import (
+from compgen.launch.run_setup import prepare_run
+from compgen.launch.token_model_setup import (
     CONTINUOUS_CPU_QUICK,
     TOKEN_TRANSFORMER_PRESETS,
     add_latent_transformer_arguments,
@@ -35,6 +34,7 @@ from compgen.runs.token_model_setup import (
     latent_transformer_options,
     load_or_train_tokenizer,
 )
+from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
 from compgen.training.fine_tuning import InitialWeights
 from compgen.training.tasks.dit import DiTTask
 

@@ -17,10 +17,8 @@ from pathlib import Path
 import torch
 
 from compgen import MARTransformer, MaskGITScheduler
-from compgen.pipelines.concept_inputs import check_temperature
-from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
-from compgen.runs.run_setup import prepare_run
-from compgen.runs.token_model_setup import (
+from compgen.launch.run_setup import prepare_run
+from compgen.launch.token_model_setup import (
     CONTINUOUS_CPU_QUICK,
     TOKEN_TRANSFORMER_PRESETS,
     add_latent_transformer_arguments,
@@ -30,6 +28,8 @@ from compgen.runs.token_model_setup import (
     latent_transformer_options,
     load_or_train_tokenizer,
 )
+from compgen.pipelines.concept_inputs import check_temperature
+from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
 from compgen.training.fine_tuning import InitialWeights
 from compgen.training.tasks.mar import MARTask
 

@@ -22,11 +22,8 @@ from pathlib import Path
 import torch
 
 from compgen import MaskGITScheduler, MaskGITTransformer
-from compgen.models.jepa import parse_jepa_layers
-from compgen.models.vq_tokenizer import token_grid_size
-from compgen.pipelines.concept_inputs import check_temperature
-from compgen.runs.run_setup import prepare_run
-from compgen.runs.token_model_setup import (
+from compgen.launch.run_setup import prepare_run
+from compgen.launch.token_model_setup import (
     TOKEN_TRANSFORMER_PRESETS,
     add_token_transformer_arguments,
     add_tokenizer_first_arguments,
@@ -35,6 +32,9 @@ from compgen.runs.token_model_setup import (
     load_or_train_tokenizer,
     token_transformer_options,
 )
+from compgen.models.jepa import parse_jepa_layers
+from compgen.models.vq_tokenizer import token_grid_size
+from compgen.pipelines.concept_inputs import check_temperature
 from compgen.training.fine_tuning import InitialWeights
 from compgen.training.tasks.maskgit import JEPA_PREDICTOR_INITS, MaskGITTask, precompute_tokens
 

@@ -13,8 +13,8 @@ import math
 
 from compgen import TupleConditionedUNet2DModel
 from compgen.cli import parse_widths
+from compgen.launch.run_setup import prepare_run
 from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
-from compgen.runs.run_setup import prepare_run
 from compgen.training.fine_tuning import InitialWeights
 from compgen.training.tasks.ddpm import DDPMTask
 

@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import argparse
 
-from compgen.runs.run_setup import prepare_run
-from compgen.runs.token_model_setup import (
+from compgen.launch.run_setup import prepare_run
+from compgen.launch.token_model_setup import (
     VQ_PRESETS,
     add_vq_tokenizer_arguments,
     check_vq_tokenizer_arguments,
     train_kl_tokenizer,
     train_vq_tokenizer,
 )
-from compgen.runs.tokenizer_kind import TOKENIZER_CLASSES, add_tokenizer_kind_arguments, check_tokenizer_kind
+from compgen.launch.tokenizer_kind import TOKENIZER_CLASSES, add_tokenizer_kind_arguments, check_tokenizer_kind
 from compgen.training.fine_tuning import InitialWeights
 
 # The tokenizer flags are the ones examples/train_maskgit_jepa.py uses; here --max_train_steps and --learning_rate

@@ -18,7 +18,7 @@ from compgen.data.loading import load_concept_dataset, split_tensors, training_d
 from compgen.evaluation.probes import ConceptProbes
 from compgen.evaluation.train_probes import main as train_probes_main
 from compgen.evaluation.train_probes import probe_accuracy
-from compgen.runs.run_setup import DATASET_DEFAULTS, apply_dataset_defaults, check_image_size, load_probes
+from compgen.launch.run_setup import DATASET_DEFAULTS, apply_dataset_defaults, check_image_size, load_probes
 from compgen.training.config import add_training_arguments
 
 TRAINING_CLASSES = ["000", "001", "010", "100"]
@@ -174,7 +174,7 @@ def test_train_probes_command_saves_cnn_probes_with_probe_val_accuracy(trained_p
 
 def test_cpu_quick_preset_trains_on_celeba_and_writes_a_pipeline_and_card(celeba, tmp_path, caplog):
     output = tmp_path / "unet"
-    with caplog.at_level("INFO", logger="compgen.runs.run_setup"):
+    with caplog.at_level("INFO", logger="compgen.launch.run_setup"):
         load_example("train_tuple_unet").main([
         "--preset", "cpu-quick", "--dataset", "celeba", "--celeba_dir", celeba["data_dir"],
             "--cache_dir", celeba["cache_dir"], "--output_dir", str(output), "--max_train_steps", "3",

@@ -19,7 +19,7 @@ from safetensors.torch import load_file
 
 from compgen import TupleConditionedDDPMPipeline, TupleConditionedUNet2DModel
 from compgen.evaluation.tracker import renderer_generator
-from compgen.runs.directory_claim import start_run
+from compgen.launch.directory_claim import start_run
 from compgen.training.checkpoint import CheckpointError, list_checkpoints
 from compgen.training.config import TrainingConfig
 from compgen.training.tasks.ddpm import DDPMTask

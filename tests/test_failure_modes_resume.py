@@ -6,7 +6,7 @@ import pytest
 from conftest import reset_accelerate_state
 from repo_scripts import load_repo_script
 
-import compgen.runs.run_setup as script_module
+import compgen.launch.run_setup as script_module
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 TINY = ["--block_out_channels", "8,16", "--layers_per_block", "1", "--train_batch_size", "8", "--eval_steps", "2",

@@ -10,8 +10,8 @@ from repo_scripts import load_repo_script
 from safetensors.torch import load_file
 
 from compgen.data.concept_graph_builder import build_concept_graph_dataset
+from compgen.launch.init_from import resolve_initial_weights
 from compgen.models.tuple_unet import TupleConditionedUNet2DModel
-from compgen.runs.init_from import resolve_initial_weights
 from compgen.training.fine_tuning import load_initial_weights
 
 pytestmark = pytest.mark.usefixtures("single_thread")

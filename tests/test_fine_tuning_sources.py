@@ -11,7 +11,7 @@ from repo_scripts import load_repo_script
 from safetensors.torch import load_file
 from test_kl_tokenizer import TINY
 
-from compgen.runs.init_from import resolve_initial_weights
+from compgen.launch.init_from import resolve_initial_weights
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 GIVT = ["--num_mixtures", "2", "--no_eval", "--checkpointing_steps", "2", *TINY]

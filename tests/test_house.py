@@ -110,22 +110,22 @@ def test_the_graph_sees_the_training_layers():
     assert "compgen.training.config" in graph["compgen.training.trainer"]
     assert "compgen.training.tasks.base" in graph["compgen.training.trainer"]
     assert "compgen.training.checkpoint" in graph["compgen.training.run_directory"]
-    assert "compgen.training.trainer" in graph["compgen.runs.run_setup"]
+    assert "compgen.training.trainer" in graph["compgen.launch.run_setup"]
 
 
-def test_training_holds_the_loop_and_runs_the_command_line_setup():
-    """The loop neither claims its output directory nor resolves ``--init_from``: the command-line layer above it does,
-    each in one place (``runs.directory_claim.start_run``, ``runs.init_from.check_init_from``); the tasks are their own
-    subpackage; the trainer is well under the length limit."""
+def test_training_holds_the_loop_and_launch_the_command_line_setup():
+    """The loop neither claims its output directory nor resolves ``--init_from``: the command-line layer above it
+    does, each in one place (``launch.directory_claim.start_run``, ``launch.init_from.check_init_from``); the tasks are
+    their own subpackage; the trainer is well under the length limit."""
     graph = import_graph(every_import)
     training = {name: targets for name, targets in graph.items() if name.startswith("compgen.training")}
-    assert not any(target.startswith("compgen.runs") for targets in training.values() for target in targets)
+    assert not any(target.startswith("compgen.launch") for targets in training.values() for target in targets)
     sources = {name: path.read_text() for name, path in module_files().items()}
     claimers = sorted(name for name, text in sources.items() if "claim_run_directory(" in text
-                      and name not in {"compgen.runs.directory_claim", "compgen.studies.orchestration"})
-    assert claimers == [], f"an output directory claimed outside runs.directory_claim: {claimers}"
+                      and name not in {"compgen.launch.directory_claim", "compgen.studies.orchestration"})
+    assert claimers == [], f"an output directory claimed outside launch.directory_claim: {claimers}"
     resolvers = sorted(name for name, text in sources.items() if "resolve_initial_weights(" in text)
-    assert resolvers == ["compgen.runs.init_from"], f"--init_from resolved outside runs.init_from: {resolvers}"
+    assert resolvers == ["compgen.launch.init_from"], f"--init_from resolved outside launch.init_from: {resolvers}"
     task_modules = {name for name in module_files() if name.startswith("compgen.training.tasks.")}
     assert {"compgen.training.tasks.base", "compgen.training.tasks.latent_tokenizer"} <= task_modules
     assert not [name for name in module_files() if name.startswith("compgen.training.") and name.endswith("_task")]
@@ -141,7 +141,7 @@ def test_no_import_cycles():
 
 LAYERS = [
     {"concepts", "solids", "shapes", "images", "atomic_io", "hub", "eval_mode", "__init__"},
-    {"data"}, {"cli"}, {"models"}, {"schedulers"}, {"pipelines"}, {"evaluation"}, {"training"}, {"runs"},
+    {"data"}, {"cli"}, {"models"}, {"schedulers"}, {"pipelines"}, {"evaluation"}, {"training"}, {"launch"},
     {"studies"}, {"quickstart"},
 ]
 """compgen's packages and top modules from the bottom up (ARCHITECTURE.md's table, read upwards): each imports only

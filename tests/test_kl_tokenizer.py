@@ -15,10 +15,10 @@ from compgen import TupleConditionedDiT, TupleConditionedDiTPipeline, get_split_
 from compgen.evaluation.probes import ConceptProbes
 from compgen.evaluation.tokenizer_report import reconstruct, reconstruction_markdown, reconstruction_report
 from compgen.images import uint8_to_signed
+from compgen.launch.token_model_setup import reusable_tokenizer, tokenizer_options
+from compgen.launch.tokenizer_kind import load_tokenizer, tokenizer_kind
 from compgen.models.kl_tokenizer import build_kl_tokenizer, encode_kl_latents
 from compgen.models.vq_tokenizer import build_vq_tokenizer, token_grid_size
-from compgen.runs.token_model_setup import reusable_tokenizer, tokenizer_options
-from compgen.runs.tokenizer_kind import load_tokenizer, tokenizer_kind
 from compgen.training.tasks.dit import DiTTask
 from compgen.training.tasks.kl_tokenizer import KLTask
 from compgen.training.tasks.latent_tokenizer import latent_statistics, precompute_latents

@@ -192,7 +192,7 @@ def test_tokenizer_data_names_the_classes_the_tokenizer_sees_and_is_recorded(scr
     """``--tokenizer_data`` decides which images reach the tokenizer (all-classes: the dataset's tokenizer split,
     never the test images); the tokenizer's options, its card, the reconstruction report and the generator's card
     name the choice."""
-    from compgen.runs.run_setup import TrainingRun
+    from compgen.launch.run_setup import TrainingRun
 
     seen, original = [], TrainingRun.train
 

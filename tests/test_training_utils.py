@@ -60,7 +60,7 @@ def test_training_arguments_round_trip():
 
 
 def test_prepare_run_makes_model_initialisation_a_function_of_the_seed(tmp_path):
-    from compgen.runs.run_setup import prepare_run
+    from compgen.launch.run_setup import prepare_run
 
     def draw(seed: int) -> torch.Tensor:
         argv = ["--no_eval", "--seed", str(seed), "--cache_dir", str(tmp_path), "--output_dir", str(tmp_path / "out")]

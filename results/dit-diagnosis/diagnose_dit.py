@@ -28,9 +28,9 @@ import torch
 from compgen import TupleConditionedDiT
 from compgen.data.loading import load_concept_dataset, training_data_from
 from compgen.evaluation.tracker import LearningDynamicsTracker
+from compgen.launch.run_setup import load_probes
 from compgen.models.vq_tokenizer import token_grid_size
 from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
-from compgen.runs.run_setup import load_probes
 from compgen.training.ema import ExponentialMovingAverage, MomentumSchedule
 from compgen.training.tasks.dit import DiTTask
 from compgen.training.tasks.latent_tokenizer import latent_statistics, precompute_latents

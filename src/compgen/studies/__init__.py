@@ -7,7 +7,7 @@ cells), :mod:`~compgen.studies.cells` (one cell: its command and identity), :mod
 cell's directory records, so a changed definition is refused), :mod:`~compgen.studies.runner` (commands run in
 process, or over worker processes), :mod:`~compgen.studies.launchers` (local or SLURM), :mod:`~compgen.studies.
 orchestration` (the order: tokenizers, cells, fine-tuning cells) and :mod:`~compgen.studies.summary` (the tables and
-plots). Nothing in :mod:`compgen.training` or :mod:`compgen.runs` imports this package.
+plots). Nothing in :mod:`compgen.training` or :mod:`compgen.launch` imports this package.
 """
 
 from .cells import Cell

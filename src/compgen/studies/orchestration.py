@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..runs.directory_claim import claim_run_directory
+from ..launch.directory_claim import claim_run_directory
 from .cells import Cell
 from .launchers import Launcher, LocalLauncher
 from .records import cell_finished, check_unchanged, record_run
@@ -52,7 +52,7 @@ def run_study(study: Study, output_dir: str | os.PathLike, parallel: int = 1, th
     worker processes with ``threads_per_worker`` threads each (a multi-core CPU). A failing cell is reported and the
     others go on. An interrupt (``KeyboardInterrupt``) stops the running cells, cancels the queued ones and writes
     the summary of what finished before it propagates. The study claims ``output_dir`` (one study per directory:
-    :class:`~compgen.runs.directory_claim.RunDirectoryInUseError`). A ``launcher``
+    :class:`~compgen.launch.directory_claim.RunDirectoryInUseError`). A ``launcher``
     (:class:`~compgen.studies.launchers.SubmititLauncher`) runs the tokenizers, then the cells, as cluster
     jobs instead, with the same skipping, resuming and summary; a failed job's status names its log.
 

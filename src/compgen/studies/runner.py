@@ -35,7 +35,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TextIO
 
-from ..runs.directory_claim import claims_held, release_claims
+from ..launch.directory_claim import claims_held, release_claims
 
 logger = logging.getLogger(__name__)
 

@@ -242,7 +242,7 @@ class Study:
     def _validate_fine_tuning(self, name: str, model: dict[str, Any], where: str) -> None:
         """A model's own ``steps`` and ``datasets``, and ``init_from``: another model of the study (not itself
         fine-tuned, on one dataset, with this model's conditioning modes) whose cells of the same seed and mode give
-        the weights this model's cells start from (:mod:`compgen.runs.init_from`)."""
+        the weights this model's cells start from (:mod:`compgen.launch.init_from`)."""
         if "steps" in model and (not isinstance(model["steps"], int) or isinstance(model["steps"], bool)
                                  or model["steps"] < 1):
             raise ValueError(f"{where}: steps must be a positive integer, got {model['steps']!r}")

@@ -6,7 +6,7 @@ fine-tuning run starts from (``fine_tuning.py``), and the end of a run (``export
 (``model_card.py``) and the Hub push). What each model adds to the loop is a task in :mod:`compgen.training.tasks`
 (:class:`DDPMTask`, :class:`MaskGITTask`, :class:`DiTTask`, :class:`GIVTTask`, :class:`MARTask`, and the tokenizers'
 :class:`VQTask` and :class:`KLTask`). Setting a run up from the command line (options, output directory, data,
-probes, ``--init_from``, a token model's tokenizer) is :mod:`compgen.runs`, which sits above this package.
+probes, ``--init_from``, a token model's tokenizer) is :mod:`compgen.launch`, which sits above this package.
 """
 
 from .config import TrainingConfig

@@ -236,7 +236,7 @@ def multi_cpu_launch() -> bool:
     """Whether this process is one of several launched on a machine without CUDA (``torchrun`` on CPUs).
 
     Accelerate forms a CPU (gloo) process group only when told to use the CPU; without it, each process would
-    train alone and write the same files. :class:`Trainer` and :func:`compgen.runs.run_setup.prepare_run` ask
+    train alone and write the same files. :class:`Trainer` and :func:`compgen.launch.run_setup.prepare_run` ask
     Accelerate for the CPU exactly then.
     """
     return int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available()

@@ -14,7 +14,7 @@ the new data's graph before any update: a class right before and wrong after sho
 
 This module is the loop's side: what it is handed (:class:`InitialWeights`), loading them and the source phase of the
 log. Resolving ``--init_from`` into :class:`InitialWeights`, once per run before any work, is the command line's
-(:func:`compgen.runs.init_from.check_init_from`).
+(:func:`compgen.launch.init_from.check_init_from`).
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ the checkpoints it writes and may resume from.
 
 :meth:`RunDirectory.resume_candidates` and :meth:`RunDirectory.check_resumable` decide which checkpoint a resumed run
 continues from; :meth:`RunDirectory.write_checkpoint` writes one atomically and prunes the old ones. Claiming the
-directory and deciding whether a run may start there is the command-line layer's (:mod:`compgen.runs.directory_claim`):
-the loop runs in a directory claimed for it.
+directory and deciding whether a run may start there is the command-line layer's
+(:mod:`compgen.launch.directory_claim`): the loop runs in a directory claimed for it.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ and takes its ``1/N`` share; evaluation, logging, checkpoints and the export hap
 The pieces around the loop live beside it: the options in :mod:`~compgen.training.config`, the seeded batches in
 :mod:`~compgen.training.batches`, the task contract in :mod:`~compgen.training.tasks.base`, the checkpoints and resume
 in :class:`~compgen.training.run_directory.RunDirectory`, the checkpoint files in :mod:`~compgen.training.checkpoint`.
-The loop runs in an output directory its caller claimed and checked (:func:`compgen.runs.directory_claim.start_run`)
-and starts from the weights its caller resolved (``initial``, :func:`compgen.runs.init_from.check_init_from`).
+The loop runs in an output directory its caller claimed and checked (:func:`compgen.launch.directory_claim.start_run`)
+and starts from the weights its caller resolved (``initial``, :func:`compgen.launch.init_from.check_init_from`).
 """
 
 from __future__ import annotations
@@ -77,9 +77,9 @@ class Trainer:
     """Runs a :class:`TrainingTask` on a :class:`ConceptImageData` split with the options of a TrainingConfig.
 
     ``replaced``: the files of an earlier run in ``config.output_dir`` that ``--overwrite_output_dir`` replaces, which
-    the loop removes once training begins (:class:`~compgen.runs.directory_claim.RunStart`). ``initial``: the weights
+    the loop removes once training begins (:class:`~compgen.launch.directory_claim.RunStart`). ``initial``: the weights
     ``config.init_from`` names, already resolved (required with it). The caller claims and checks the output directory
-    and resolves ``--init_from``, once (:func:`compgen.runs.run_setup.prepare_run`); the loop does neither.
+    and resolves ``--init_from``, once (:func:`compgen.launch.run_setup.prepare_run`); the loop does neither.
     """
 
     def __init__(
@@ -97,7 +97,7 @@ class Trainer:
     ) -> None:
         if config.init_from and initial is None:
             raise ValueError(f"init_from {config.init_from}: pass the weights it names, resolved once before any work "
-                             "(compgen.runs.init_from.check_init_from), as initial")
+                             "(compgen.launch.init_from.check_init_from), as initial")
         # ``auto`` precision is resolved once, so checkpoints, logs and the card record what actually ran.
         precision = resolve_mixed_precision(config.mixed_precision)
         eval_precision = resolve_mixed_precision(config.eval_mixed_precision or precision)

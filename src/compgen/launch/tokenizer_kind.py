@@ -1,7 +1,7 @@
 """Which tokenizer a token model reads: ``--tokenizer vq|kl`` (a diffusers ``VQModel`` or ``AutoencoderKL``, Paper B's
 discrete and continuous tokenizers), its flags and checks, loading a saved one by its kind, and the tokenizer a
 fine-tuning run keeps (its source's). The tokenizer-first workflow that trains one is
-:mod:`compgen.runs.token_model_setup`."""
+:mod:`compgen.launch.token_model_setup`."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def tokenizer_kind(path: str | Path) -> str:
 
 
 def fine_tuning_tokenizer(args: argparse.Namespace, initial: InitialWeights | None) -> Path | None:
-    """With ``--init_from`` (``initial``, resolved once by :func:`~compgen.runs.init_from.check_init_from`), the
+    """With ``--init_from`` (``initial``, resolved once by :func:`~compgen.launch.init_from.check_init_from`), the
     tokenizer the source's model read, kept as it is: the loaded transformer has learned its tokens (and a latent
     model its latent statistics), so retraining it on the new data would hand the transformer latents it was never
     trained on. ``None`` without ``--init_from``, or when the source does not

@@ -168,8 +168,8 @@ class RunStart:
 def start_run(config: TrainingConfig, num_processes: int) -> RunStart:
     """Claim ``config.output_dir`` for a run of ``config`` and check, before any work, that it may start there
     (:func:`check_start`, :meth:`RunDirectory.check_resume`); on a refusal the claim is given back and the error
-    raised. The one place a training run's output directory is claimed: :func:`~compgen.runs.run_setup.prepare_run`
-    for a script's run, :meth:`~compgen.runs.run_setup.TrainingRun.train` for a run it trains first (a tokenizer)."""
+    raised. The one place a training run's output directory is claimed: :func:`~compgen.launch.run_setup.prepare_run`
+    for a script's run, :meth:`~compgen.launch.run_setup.TrainingRun.train` for a run it trains first (a tokenizer)."""
     run = RunDirectory(config.output_dir)
     claim = claim_run_directory(run.path)
     try:

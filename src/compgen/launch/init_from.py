@@ -1,7 +1,7 @@
 """``--init_from PATH`` resolved, once per run and before any work, into the
 :class:`~compgen.training.fine_tuning.InitialWeights` the run starts from (:func:`check_init_from`, which
-:func:`~compgen.runs.run_setup.prepare_run` calls; the script, its tokenizer and the loop take its result from the
-:class:`~compgen.runs.run_setup.TrainingRun`). What fine-tuning is: :mod:`compgen.training.fine_tuning`.
+:func:`~compgen.launch.run_setup.prepare_run` calls; the script, its tokenizer and the loop take its result from the
+:class:`~compgen.launch.run_setup.TrainingRun`). What fine-tuning is: :mod:`compgen.training.fine_tuning`.
 """
 
 from __future__ import annotations

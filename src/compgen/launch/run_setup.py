@@ -1,9 +1,9 @@
 """Command-line plumbing shared by the example training scripts: presets, options checked before any work, the
-output directory claimed (:func:`~compgen.runs.directory_claim.start_run`), ``--init_from`` resolved
-(:func:`~compgen.runs.init_from.check_init_from`), data, probes, and the loop (:class:`TrainingRun`).
+output directory claimed (:func:`~compgen.launch.directory_claim.start_run`), ``--init_from`` resolved
+(:func:`~compgen.launch.init_from.check_init_from`), data, probes, and the loop (:class:`TrainingRun`).
 
 The tokenizer-first workflow of token-space scripts (their tokenizer's flags, training and reuse) is in
-:mod:`compgen.runs.token_model_setup`.
+:mod:`compgen.launch.token_model_setup`.
 
 Option defaults are layered, each layer overriding the one before:
 
@@ -82,7 +82,7 @@ class TrainingRun:
     back once training there ends."""
     initial: InitialWeights | None = None
     """The weights ``--init_from`` names, resolved once before any work
-    (:func:`~compgen.runs.init_from.check_init_from`): what the loop loads, and where a token model's tokenizer and
+    (:func:`~compgen.launch.init_from.check_init_from`): what the loop loads, and where a token model's tokenizer and
     latent statistics come from."""
     splits: Any = None
     """The loaded ``DatasetDict``, for the splits a script needs besides ``train`` and ``test`` (a tokenizer's)."""
