@@ -10,34 +10,13 @@ one test runs inductor itself on the smallest model.
 import numpy as np
 import pytest
 import torch
-from diffusers import DDPMScheduler
+from model_families import TABLE, TASK_CASES, Family, require
 
-from compgen import (
-    GIVTTransformer,
-    MARTransformer,
-    MaskGITScheduler,
-    MaskGITTransformer,
-    TupleConditionedDiT,
-    TupleConditionedUNet2DModel,
-    shapes_space,
-)
-from compgen.models.kl_tokenizer import build_kl_tokenizer
-from compgen.models.vq_tokenizer import build_vq_tokenizer
-from compgen.shapes import shapes_continuous_concepts
 from compgen.training import acceleration
 from compgen.training.config import TrainingConfig, add_training_arguments, config_from_args
-from compgen.training.tasks.ddpm import DDPMTask
-from compgen.training.tasks.dit import DiTTask
-from compgen.training.tasks.givt import GIVTTask
-from compgen.training.tasks.kl_tokenizer import KLTask
-from compgen.training.tasks.latent_tokenizer import latent_statistics, precompute_latents
-from compgen.training.tasks.mar import MARTask
-from compgen.training.tasks.maskgit import MaskGITTask, precompute_tokens
-from compgen.training.tasks.vq_tokenizer import VQTask
 
 pytestmark = pytest.mark.usefixtures("single_thread")
-SPACE = shapes_space()
-VALUES = shapes_continuous_concepts(SPACE)
+FAMILY = {family.id: family for family in TABLE}
 
 
 def batch(size: int = 4) -> dict[str, torch.Tensor]:
@@ -49,64 +28,9 @@ def batch(size: int = 4) -> dict[str, torch.Tensor]:
             "concept_values": values, "index": torch.arange(size)}
 
 
-def unet(**options) -> DDPMTask:
-    model = TupleConditionedUNet2DModel(SPACE.to_dict(), block_out_channels=(8, 16), norm_num_groups=4,
-                                        conditioning="full", continuous_concepts=VALUES, **options)
-    return DDPMTask(model, DDPMScheduler(num_train_timesteps=50, prediction_type="v_prediction"),
-                    eval_inference_steps=3)
-
-
-def tokenizer():
-    return build_vq_tokenizer(block_out_channels=(8, 8, 8), num_vq_embeddings=16, vq_embed_dim=4)
-
-
-def maskgit(jepa_weight: float) -> MaskGITTask:
-    vqvae = tokenizer()
-    transformer = MaskGITTransformer(SPACE.to_dict(), codebook_size=16, grid_size=7, hidden_size=16, num_layers=2,
-                                     num_heads=2, conditioning="full", continuous_concepts=VALUES, concept_dropout=0.1)
-    tokens = precompute_tokens(vqvae, batch()["uint8"])
-    return MaskGITTask(transformer, vqvae, MaskGITScheduler(mask_token_id=16), tokens, jepa_weight=jepa_weight,
-                       jepa_layers=(1, 2) if jepa_weight else None, total_steps=4)
-
-
-def dit() -> DiTTask:
-    vqvae = tokenizer()
-    latents = precompute_latents(vqvae, batch()["uint8"])
-    mean, std = latent_statistics(latents)
-    model = TupleConditionedDiT(SPACE.to_dict(), latent_channels=4, grid_size=7, hidden_size=16, num_layers=2,
-                                num_heads=2, conditioning="full", continuous_concepts=VALUES, latent_mean=mean,
-                                latent_std=std, concept_dropout=0.1)
-    scheduler = DDPMScheduler(num_train_timesteps=50, prediction_type="v_prediction", clip_sample=False)
-    return DiTTask(model, vqvae, scheduler, latents, eval_inference_steps=3)
-
-
-def masked_latent(family: str) -> GIVTTask | MARTask:
-    """GIVT or MAR over the VQ tokenizer's latents (their masks drawn on the CPU, gathered by index)."""
-    vqvae = tokenizer()
-    latents = precompute_latents(vqvae, batch()["uint8"])
-    mean, std = latent_statistics(latents)
-    options = dict(concept_space=SPACE.to_dict(), latent_channels=4, grid_size=7, hidden_size=16, num_layers=2,
-                   num_heads=2, conditioning="full", continuous_concepts=VALUES, latent_mean=mean, latent_std=std,
-                   concept_dropout=0.1)
-    masking = MaskGITScheduler(mask_token_id=0)
-    if family == "givt":
-        return GIVTTask(GIVTTransformer(**options, num_mixtures=2), vqvae, masking, latents)
-    ddpm = DDPMScheduler(num_train_timesteps=50, prediction_type="v_prediction", clip_sample=False)
-    return MARTask(MARTransformer(**options, head_width=16, head_depth=1), vqvae, masking, ddpm, latents)
-
-
-TASKS = {
-    "unet": unet,
-    "unet-paper-layout": lambda: unet(block_type="paper", norm_type="batch", layers_per_block=2),
-    "unet-concept-dropout": lambda: unet(concept_dropout=0.2),
-    "maskgit": lambda: maskgit(0.0),
-    "maskgit-jepa": lambda: maskgit(0.6),
-    "dit": dit,
-    "vq": lambda: VQTask(tokenizer(), restart_every=1, total_steps=4, crop_size=16),
-    "kl": lambda: KLTask(build_kl_tokenizer(block_out_channels=(8, 8, 8), latent_channels=4), crop_size=16),
-    "givt": lambda: masked_latent("givt"),
-    "mar": lambda: masked_latent("mar"),
-}
+def task_of(family: Family, variant: str = "", size: int = 4):
+    """The row's task over the batch's images (its tokens or latents precomputed from them)."""
+    return family.tasks[variant](family.model(), batch(size)["uint8"])
 
 
 def loss_and_grads(task, model, data, seed: int = 3):
@@ -117,10 +41,11 @@ def loss_and_grads(task, model, data, seed: int = 3):
     return loss.detach(), [None if p.grad is None else p.grad.clone() for p in task.model.parameters()]
 
 
-@pytest.mark.parametrize("name", sorted(TASKS))
-def test_every_training_step_compiles_whole_and_matches_eager(name):
+@pytest.mark.parametrize("family, variant", TASK_CASES)
+def test_every_training_step_compiles_whole_and_matches_eager(family: Family, variant):
+    require(family, "training-step-compiles")
     torch.manual_seed(0)
-    task = TASKS[name]()
+    task = task_of(family, variant)
     task.model.train()
     data = batch()
     eager_loss, eager_grads = loss_and_grads(task, task.model, data)
@@ -134,10 +59,10 @@ def test_every_training_step_compiles_whole_and_matches_eager(name):
             torch.testing.assert_close(grad, eager, rtol=1e-3, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["unet", "dit"])
+@pytest.mark.parametrize("name", ["tuple-unet", "tuple-dit"])
 def test_sampling_runs_compiled_with_the_eager_result(name, monkeypatch):
     torch.manual_seed(0)
-    task = TASKS[name]()
+    task = task_of(FAMILY[name])
     concepts = ["000", "111", "010"]
     eager = task.generate(task.model, concepts, seed=5)
     backends = []
@@ -160,7 +85,7 @@ def test_sampling_runs_compiled_with_the_eager_result(name, monkeypatch):
 def test_inductor_compiles_the_smallest_unet_step():
     """The real backend (C++ code generation on a CPU) on one small step: the same loss as eager."""
     torch.manual_seed(0)
-    task = unet(layers_per_block=1)
+    task = task_of(FAMILY["tuple-unet"], size=2)
     task.model.train()
     data = batch(2)
     eager_loss, _ = loss_and_grads(task, task.model, data)

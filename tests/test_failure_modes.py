@@ -315,7 +315,7 @@ def test_a_vqvae_path_at_an_export_root_names_its_tokenizer(tmp_path, capsys):
 
 
 def test_non_finite_temperatures_are_refused_by_every_masked_pipeline():
-    from test_model_contract import givt, givt_pipeline, mar, mar_pipeline, maskgit, maskgit_pipeline
+    from model_families import givt, givt_pipeline, mar, mar_pipeline, maskgit, maskgit_pipeline
 
     for pipe in (givt_pipeline(givt()), mar_pipeline(mar())):
         for temperature in (float("nan"), float("inf"), -1.0):

@@ -179,7 +179,7 @@ def test_train_mar_end_to_end(dataset_dir, tmp_path):
 
 def test_head_guidance_mixes_the_conditional_and_null_noise_predictions():
     """MAR's classifier-free guidance of its head: weight 1 is the conditional head, weight 0 the null one."""
-    from test_model_contract import mar, mar_pipeline
+    from model_families import mar, mar_pipeline
 
     pipe = mar_pipeline(mar())
     with torch.no_grad():  # adaLN-Zero starts the head blind to its condition: give its zero weights values

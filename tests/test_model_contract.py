@@ -1,7 +1,6 @@
-"""The contract every concept-conditioned model family keeps, checked over one table (``FAMILIES``).
+"""The contract every model family keeps, checked over the one table of families (``model_families.TABLE``).
 
-Each row builds a tiny model and its pipeline and says how to run one forward pass on fixed inputs; every test is
-parametrized over the whole table, so a new family joins all contracts by adding one row:
+Every test is parametrized over the whole table, so a new family joins all contracts by adding one row there:
 
 1. save/load round trip: ``save_pretrained`` -> ``from_pretrained`` gives bit-identical forward outputs and pipeline
    images (fixed generator), and writes weights as safetensors only;
@@ -10,219 +9,49 @@ parametrized over the whole table, so a new family joins all contracts by adding
 3. guidance equivalence: ``guidance_scale=1`` (the library's "no guidance") is sampling without guidance, and the
    classifier-free mix at weight 1 is the conditional prediction; a row without null concepts says why it is skipped;
 4. device placement: built under ``torch.device("meta")`` every parameter and buffer is on ``meta``, and a forward
-   pass on ``meta`` inputs gives a ``meta`` output of the right shape.
+   pass on ``meta`` inputs gives a ``meta`` output of the right shape;
+5. the table itself: every ``ModelMixin`` class ``compgen.models`` exports has a row, and every exclusion is listed
+   with its reason.
 
-The space is shape x color (3 values) x size: its variable order is not alphabetical (diffusers writes configs with
-sorted keys) and its cardinalities differ, so a permuted order on reload turns ``"021"`` into an out-of-range class.
-
-The DiT has a row per tokenizer kind: a VQ tokenizer (``vqvae``) and a KL one (``vae``, Paper B's continuous
-tokenizer); the pipeline saves and reloads either. Per-family behaviour (layouts, conditioning modes, schedulers,
-entry files) stays in the per-family test files.
+Per-family behaviour (layouts, conditioning modes, schedulers, entry files) stays in the per-family test files.
 The MaskGIT + JEPA objective has no model class of its own: its pipeline holds the same ``MaskGITTransformer`` (and
-its exported target encoder is one), and the JEPA predictor is a training-only module, so the MaskGIT row covers it.
+its exported target encoder is one), and the JEPA predictor is a training-only module, so the MaskGIT row covers it
+(its task is the row's ``jepa`` task variant).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import importlib
+import inspect
+import pkgutil
+import typing
 
 import numpy as np
 import pytest
 import torch
 from device_checks import META, StrictDeviceMode, tensors_off_device
-from diffusers import DDPMScheduler
+from diffusers.models.modeling_utils import ModelMixin
 from diffusers.pipelines.pipeline_utils import DiffusionPipeline
-
-from compgen import (
-    GIVTPipeline,
-    GIVTTransformer,
-    MARPipeline,
-    MARTransformer,
-    MaskGITPipeline,
-    MaskGITScheduler,
-    MaskGITTransformer,
-    TupleConditionedDiT,
-    TupleConditionedDiTPipeline,
-    TupleConditionedUNet2DModel,
-    shapes_space,
+from model_families import (
+    BASE_CLASSES,
+    CONTRACTS,
+    FAMILIES,
+    PIPELINE_CONTRACTS,
+    PROMPTS,
+    SPACE,
+    TABLE,
+    Family,
+    pipeline_model,
+    predict,
+    require,
 )
-from compgen.models.kl_tokenizer import build_kl_tokenizer
-from compgen.models.vq_tokenizer import build_vq_tokenizer
-from compgen.pipelines.concept_inputs import ConceptInputs, prepare_concept_inputs
-from compgen.pipelines.tuple_ddpm import TupleConditionedDDPMPipeline
-from compgen.shapes import shapes_continuous_concepts
+
+import compgen.models
+from compgen.pipelines.concept_inputs import prepare_concept_inputs
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
-SPACE = shapes_space(num_colors=3)
-PROMPTS = ["021", "110"]
 PROMPT_ARRAY = np.array([[0, 2, 1], [1, 1, 0]])
-TIMESTEP = 7
-CODEBOOK_SIZE = 16
-GRID = 7  # the tokenizer's grid for 28 px images
-
-
-def fixed(shape: tuple[int, ...], device: torch.device, seed: int = 1) -> torch.Tensor:
-    """The same standard-normal tensor on every call, on ``device``."""
-    return torch.randn(shape, generator=torch.Generator().manual_seed(seed)).to(device)
-
-
-def doubled(tensor: torch.Tensor, inputs: ConceptInputs) -> torch.Tensor:
-    """The model input for ``inputs``: doubled (conditional and null halves) under classifier-free guidance."""
-    return torch.cat([tensor, tensor]) if inputs.do_classifier_free_guidance else tensor
-
-
-def tokenizer():
-    return build_vq_tokenizer(28, block_out_channels=(8, 8, 8), num_vq_embeddings=CODEBOOK_SIZE, vq_embed_dim=4,
-                              norm_num_groups=4).eval()
-
-
-# --- the families: a tiny model, its pipeline, one forward pass on fixed inputs ---------------------------------
-
-
-def unet(**options) -> TupleConditionedUNet2DModel:
-    torch.manual_seed(0)
-    return TupleConditionedUNet2DModel(SPACE.to_dict(), block_out_channels=(8, 16), norm_num_groups=4,
-                                       **options).eval()
-
-
-def paper_layout_unet() -> TupleConditionedUNet2DModel:
-    model = unet(block_type="paper", norm_type="batch")
-    with torch.no_grad():  # BatchNorm statistics away from their initial values, so that the round trip checks them
-        for module in model.modules():
-            if isinstance(module, torch.nn.BatchNorm2d):
-                module.running_mean.uniform_(-0.2, 0.2)
-                module.running_var.uniform_(0.5, 1.5)
-    return model
-
-
-def unet_pipeline(model: TupleConditionedUNet2DModel) -> DiffusionPipeline:
-    return TupleConditionedDDPMPipeline(unet=model, scheduler=DDPMScheduler(num_train_timesteps=50))
-
-
-def unet_forward(model: TupleConditionedUNet2DModel, inputs: ConceptInputs) -> torch.Tensor:
-    sample = doubled(fixed((inputs.batch_size, 3, 28, 28), inputs.concepts.device), inputs)
-    return model(sample, TIMESTEP, **inputs.model_kwargs).sample
-
-
-def maskgit() -> MaskGITTransformer:
-    torch.manual_seed(0)
-    return MaskGITTransformer(SPACE.to_dict(), codebook_size=CODEBOOK_SIZE, grid_size=GRID, hidden_size=16,
-                              num_layers=2, num_heads=2, concept_dropout=0.1).eval()
-
-
-def maskgit_pipeline(model: MaskGITTransformer) -> DiffusionPipeline:
-    return MaskGITPipeline(vqvae=tokenizer(), transformer=model, scheduler=MaskGITScheduler(CODEBOOK_SIZE))
-
-
-def maskgit_forward(model: MaskGITTransformer, inputs: ConceptInputs) -> torch.Tensor:
-    generator = torch.Generator().manual_seed(1)
-    tokens = torch.randint(0, CODEBOOK_SIZE + 1, (inputs.batch_size, GRID * GRID), generator=generator)
-    return model(doubled(tokens.to(inputs.concepts.device), inputs), **inputs.model_kwargs).logits
-
-
-def dit() -> TupleConditionedDiT:
-    torch.manual_seed(0)
-    model = TupleConditionedDiT(SPACE.to_dict(), latent_channels=4, grid_size=GRID, hidden_size=16, num_layers=2,
-                                num_heads=2, conditioning="full", continuous_concepts=shapes_continuous_concepts(SPACE),
-                                concept_dropout=0.1, latent_mean=[0.1, 0.0, -0.1, 0.2],
-                                latent_std=[1.0, 0.5, 2.0, 1.0]).eval()
-    with torch.no_grad():  # the output layer starts at zero (DiT), blind to its inputs: give it weights
-        model.output_projection.weight.normal_(std=0.1)
-    return model
-
-
-def dit_pipeline(model: TupleConditionedDiT) -> DiffusionPipeline:
-    return TupleConditionedDiTPipeline(vqvae=tokenizer(), transformer=model,
-                                       scheduler=DDPMScheduler(num_train_timesteps=50, clip_sample=False))
-
-
-def dit_kl_pipeline(model: TupleConditionedDiT) -> DiffusionPipeline:
-    torch.manual_seed(1)
-    vae = build_kl_tokenizer(28, block_out_channels=(8, 8, 8), latent_channels=4, norm_num_groups=4).eval()
-    return TupleConditionedDiTPipeline(vqvae=None, vae=vae, transformer=model,
-                                       scheduler=DDPMScheduler(num_train_timesteps=50, clip_sample=False))
-
-
-def dit_forward(model: TupleConditionedDiT, inputs: ConceptInputs) -> torch.Tensor:
-    latents = doubled(fixed((inputs.batch_size, 4, GRID, GRID), inputs.concepts.device), inputs)
-    return model(latents, TIMESTEP, **inputs.model_kwargs).sample
-
-
-def givt() -> GIVTTransformer:
-    torch.manual_seed(0)
-    model = GIVTTransformer(SPACE.to_dict(), latent_channels=4, grid_size=GRID, num_mixtures=2, hidden_size=16,
-                            num_layers=2, num_heads=2, conditioning="full",
-                            continuous_concepts=shapes_continuous_concepts(SPACE), latent_mean=[0.1, 0.0, -0.1, 0.2],
-                            latent_std=[1.0, 0.5, 2.0, 1.0], concept_dropout=0.1).eval()
-    with torch.no_grad():  # the output head starts at zero, blind to its inputs: give it weights
-        model.head.weight.normal_(std=0.1)
-    return model
-
-
-def givt_pipeline(model: GIVTTransformer) -> DiffusionPipeline:
-    return GIVTPipeline(vqvae=tokenizer(), transformer=model, scheduler=MaskGITScheduler(0))
-
-
-def givt_forward(model: GIVTTransformer, inputs: ConceptInputs) -> torch.Tensor:
-    device = inputs.concepts.device
-    latents = doubled(fixed((inputs.batch_size, 4, GRID, GRID), device), inputs)
-    mask = doubled(fixed((inputs.batch_size, GRID * GRID), device, seed=2) > 0, inputs)
-    return model(latents, mask, **inputs.model_kwargs).means
-
-
-def mar() -> MARTransformer:
-    torch.manual_seed(0)
-    model = MARTransformer(SPACE.to_dict(), latent_channels=4, grid_size=GRID, head_width=16, head_depth=1,
-                          hidden_size=16, num_layers=2, num_heads=2, conditioning="full",
-                          continuous_concepts=shapes_continuous_concepts(SPACE), latent_mean=[0.1, 0.0, -0.1, 0.2],
-                          latent_std=[1.0, 0.5, 2.0, 1.0], concept_dropout=0.1).eval()
-    with torch.no_grad():  # the head's adaLN-Zero layers start at zero, blind to the condition: give them weights
-        for parameter in model.head.parameters():
-            if parameter.device.type == "meta" or not parameter.any():
-                parameter.normal_(std=0.1)
-    return model
-
-
-def mar_pipeline(model: MARTransformer) -> DiffusionPipeline:
-    return MARPipeline(vqvae=tokenizer(), transformer=model, scheduler=MaskGITScheduler(0),
-                       head_scheduler=DDPMScheduler(num_train_timesteps=50, clip_sample=False))
-
-
-def mar_forward(model: MARTransformer, inputs: ConceptInputs) -> torch.Tensor:
-    device = inputs.concepts.device
-    latents = doubled(fixed((inputs.batch_size, 4, GRID, GRID), device), inputs)
-    mask = doubled(fixed((inputs.batch_size, GRID * GRID), device, seed=2) > 0, inputs)
-    return model(latents, mask, **inputs.model_kwargs).conditions
-
-
-@dataclass(frozen=True)
-class Family:
-    """One row of the table."""
-
-    model: Callable[[], torch.nn.Module]
-    """A tiny model, seeded: the same weights on every call."""
-    pipeline: Callable[[torch.nn.Module], DiffusionPipeline]
-    """The model's pipeline around it."""
-    forward: Callable[[torch.nn.Module, ConceptInputs], torch.Tensor]
-    """The model's prediction on fixed inputs for a conditioning batch (doubled under guidance), on its device."""
-    no_guidance: str | None = None
-    """Why the row has no classifier-free guidance; ``None``: it has null concepts and guides."""
-
-
-FAMILIES = [
-    pytest.param(Family(lambda: unet(conditioning="full", continuous_concepts=shapes_continuous_concepts(SPACE),
-                                     concept_dropout=0.1), unet_pipeline, unet_forward), id="tuple-unet"),
-    pytest.param(Family(paper_layout_unet, unet_pipeline, unet_forward,
-                        no_guidance="Paper A's layout as the paper trains it, without concept dropout: no null "
-                                    "concepts, so guidance_scale != 1 is refused"), id="tuple-unet-paper-layout"),
-    pytest.param(Family(maskgit, maskgit_pipeline, maskgit_forward), id="maskgit"),
-    pytest.param(Family(dit, dit_pipeline, dit_forward), id="tuple-dit"),
-    pytest.param(Family(dit, dit_kl_pipeline, dit_forward), id="tuple-dit-kl"),
-    pytest.param(Family(givt, givt_pipeline, givt_forward), id="givt"),
-    pytest.param(Family(mar, mar_pipeline, mar_forward), id="mar"),
-]
 
 
 def sample(pipe: DiffusionPipeline, prompts=PROMPTS, **kwargs) -> np.ndarray:
@@ -232,35 +61,42 @@ def sample(pipe: DiffusionPipeline, prompts=PROMPTS, **kwargs) -> np.ndarray:
                 **kwargs).images
 
 
-def predict(family: Family, model: torch.nn.Module, prompts=PROMPTS, **kwargs) -> torch.Tensor:
-    with torch.no_grad():
-        return family.forward(model, prepare_concept_inputs(model, prompts, **kwargs))
-
-
-def pipeline_model(pipe: DiffusionPipeline) -> torch.nn.Module:
-    """The concept-conditioned model of a pipeline."""
-    return pipe.unet if isinstance(pipe, TupleConditionedDDPMPipeline) else pipe.transformer
-
-
 # --- 1. save/load round trip --------------------------------------------------------------------------------
+
+
+def guidance_options(family: Family) -> tuple[dict, ...]:
+    """The sampling options a row is checked under: with guidance too where it has null concepts."""
+    if not family.conditioned or "guidance" in family.excluded:
+        return ({},)
+    return ({}, {"guidance_scale": 4.0})
+
+
+def assert_safetensors_only(folder) -> None:
+    files = [path for path in folder.rglob("*") if path.is_file()]
+    assert {path.suffix for path in files} == {".json", ".safetensors"}, files  # no .bin, .pt, pickle
+    assert all(path.stat().st_size > 0 for path in files)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_save_load_round_trip_is_bit_identical_and_safetensors_only(family, tmp_path):
+    require(family, "save-load")
     model = family.model()
     model.save_pretrained(tmp_path / "model")
     loaded = type(model).from_pretrained(tmp_path / "model")
-    pipe = family.pipeline(model)
+    for options in guidance_options(family):  # the null concepts too
+        assert torch.equal(predict(family, loaded, **options), predict(family, model, **options))
+    assert_safetensors_only(tmp_path / "model")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_pipeline_round_trip_is_bit_identical_and_safetensors_only(family, tmp_path):
+    require(family, "pipeline-save-load")
+    pipe = family.pipeline(family.model())
     pipe.save_pretrained(tmp_path / "pipeline")
     reloaded = type(pipe).from_pretrained(tmp_path / "pipeline")
-    for guidance in ({},) if family.no_guidance else ({}, {"guidance_scale": 4.0}):  # the null concepts too
-        assert torch.equal(predict(family, loaded, **guidance), predict(family, model, **guidance))
-        np.testing.assert_array_equal(sample(reloaded, **guidance), sample(pipe, **guidance))
-
-    for folder in ("model", "pipeline"):
-        files = [path for path in (tmp_path / folder).rglob("*") if path.is_file()]
-        assert {path.suffix for path in files} == {".json", ".safetensors"}, files  # no .bin, .pt, pickle
-        assert all(path.stat().st_size > 0 for path in files)
+    for options in guidance_options(family):
+        np.testing.assert_array_equal(sample(reloaded, **options), sample(pipe, **options))
+    assert_safetensors_only(tmp_path / "pipeline")
 
 
 # --- 2. concept order -------------------------------------------------------------------------------------------
@@ -268,6 +104,7 @@ def test_save_load_round_trip_is_bit_identical_and_safetensors_only(family, tmp_
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_concept_order_survives_the_config_and_strings_mean_the_array_indices(family, tmp_path):
+    require(family, "concept-order")
     pipe = family.pipeline(family.model())
     pipe.save_pretrained(tmp_path)
     reloaded = type(pipe).from_pretrained(tmp_path)
@@ -290,6 +127,7 @@ def test_concept_order_survives_the_config_and_strings_mean_the_array_indices(fa
     ({"shape": "square", "color": "red", "size": "small"}, "'square'"),
 ])
 def test_a_malformed_tuple_is_refused_naming_the_problem(family, prompts, problem):
+    require(family, "concept-order")
     with pytest.raises(ValueError, match=problem):
         sample(family.pipeline(family.model()), prompts)
 
@@ -299,13 +137,14 @@ def test_a_malformed_tuple_is_refused_naming_the_problem(family, prompts, proble
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_guidance_scale_one_is_no_guidance(family):
-    pipe = family.pipeline(family.model())
-    model = pipeline_model(pipe)
-    if family.no_guidance is not None:
+    if family.pipeline is not None and "guidance" in family.excluded:
+        model = pipeline_model(pipe := family.pipeline(family.model()))
         assert not model.has_null_embeddings, "the table says this row cannot guide, but its model has null concepts"
         with pytest.raises(ValueError, match="concept_dropout > 0"):
             sample(pipe, guidance_scale=2.0)
-        pytest.skip(family.no_guidance)
+    require(family, "guidance")
+    pipe = family.pipeline(family.model())
+    model = pipeline_model(pipe)
     assert model.has_null_embeddings
 
     unguided = sample(pipe)
@@ -323,12 +162,57 @@ def test_guidance_scale_one_is_no_guidance(family):
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_a_model_built_on_meta_runs_on_meta(family):
+    require(family, "meta-device")
     with torch.device(META):
         model = family.model()
     assert tensors_off_device(model, META) == []
-    assert len(list(model.buffers())) > 0  # the non-persistent tables (cardinalities, frequencies) are checked too
-    inputs = prepare_concept_inputs(model, PROMPTS, device=META)
+    if family.conditioned:  # the non-persistent tables (cardinalities, frequencies) are checked too
+        assert len(list(model.buffers())) > 0
+    inputs = family.inputs(model, PROMPTS, device=META)
     with torch.no_grad(), StrictDeviceMode():
         out = family.forward(model, inputs)
     assert out.device == META
     assert out.shape == predict(family, family.model()).shape
+
+
+# --- 5. the table -----------------------------------------------------------------------------------------------
+
+
+def exported_model_classes() -> set[type]:
+    """The ``ModelMixin`` classes of ``compgen.models``: those its modules define, and those its ``build_*``
+    functions return (the tokenizers are diffusers' own classes, built to compgen's sizes)."""
+    classes = set()
+    for info in pkgutil.iter_modules(compgen.models.__path__):
+        module = importlib.import_module(f"compgen.models.{info.name}")
+        for name, value in vars(module).items():
+            if inspect.isclass(value) and issubclass(value, ModelMixin) and value.__module__ == module.__name__:
+                classes.add(value)
+            elif inspect.isfunction(value) and name.startswith("build_") and value.__module__ == module.__name__:
+                returned = typing.get_type_hints(value).get("return")
+                if inspect.isclass(returned) and issubclass(returned, ModelMixin):
+                    classes.add(returned)
+    return classes
+
+
+def test_every_exported_model_class_has_a_row():
+    exported = exported_model_classes()
+    assert len(exported) >= 7  # U-Net, MaskGIT, DiT, GIVT, MAR, the VQ and KL tokenizers (and bases)
+    covered = {family.model_class for family in TABLE} | set(BASE_CLASSES)
+    assert exported - covered == set(), "a model class without a row in tests/model_families.py"
+    assert covered - exported == set(), "a row for a class compgen.models does not export"
+    for family in TABLE:
+        assert isinstance(family.model(), family.model_class), family.id
+
+
+def test_every_exclusion_is_a_known_contract_with_its_reason():
+    assert len({family.id for family in TABLE}) == len(TABLE)
+    for family in TABLE:
+        for contract, reason in family.excluded.items():
+            assert contract in CONTRACTS, (family.id, contract)
+            assert len(reason) > 20, (family.id, contract)  # a reason, not a placeholder
+        if family.pipeline is None:  # no pipeline: every contract that needs one is excluded, by name
+            assert set(PIPELINE_CONTRACTS) <= set(family.excluded), family.id
+        assert family.tasks, family.id  # every family trains
+        assert "save-load" not in family.excluded and "meta-device" not in family.excluded, family.id
+    assert {"training-step-on-device", "training-step-compiles"}.isdisjoint(
+        contract for family in TABLE for contract in family.excluded)

@@ -1,4 +1,4 @@
-"""The calls diffusers' own pipelines take, on every compgen pipeline (the family table of ``test_model_contract``):
+"""The calls diffusers' own pipelines take, on every compgen pipeline (the family table, ``model_families.TABLE``):
 
 1. ``generator`` as one generator or a list with one per image: a batch with a list reproduces the single-image calls
    image for image; a list of the wrong length is refused;
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 from diffusers.utils.torch_utils import randn_tensor
-from test_model_contract import FAMILIES, GRID, Family, pipeline_model
+from model_families import FAMILIES, GRID, Family, paper_layout_unet, pipeline_model, require
 
 from compgen import GIVTPipeline, MARPipeline, MaskGITPipeline
 
@@ -36,6 +36,7 @@ def images(pipe, prompts, **kwargs) -> np.ndarray:
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_a_list_of_generators_reproduces_single_image_calls(family: Family):
+    require(family, "pipeline-calls")
     pipe = family.pipeline(family.model())
     batch = images(pipe, ["021", "110", "021"], generator=generators(3, 4, 5))
     for index, (prompt, seed) in enumerate(zip(["021", "110", "021"], (3, 4, 5), strict=True)):
@@ -63,6 +64,7 @@ def starting_latents(pipe, batch_size: int, seed: int) -> tuple[torch.Tensor, to
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_latents_start_the_loop(family: Family):
+    require(family, "pipeline-calls")
     pipe = family.pipeline(family.model())
     latents, generator = starting_latents(pipe, 2, seed=7)
     drawn = images(pipe, ["021", "110"], generator=torch.Generator().manual_seed(7))
@@ -74,6 +76,7 @@ def test_latents_start_the_loop(family: Family):
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_step_callback_sees_and_replaces_the_latents(family: Family):
+    require(family, "pipeline-calls")
     pipe = family.pipeline(family.model())
     seen = []
 
@@ -101,7 +104,7 @@ def test_step_callback_sees_and_replaces_the_latents(family: Family):
 
 
 def test_masked_token_pipelines_keep_the_tokens_latents_give():
-    from test_model_contract import givt, givt_pipeline, maskgit, maskgit_pipeline
+    from model_families import givt, givt_pipeline, maskgit, maskgit_pipeline
 
     pipe = maskgit_pipeline(maskgit())
     known = torch.full((1, GRID * GRID), pipe.transformer.mask_token_id)
@@ -130,8 +133,9 @@ def test_masked_token_pipelines_keep_the_tokens_latents_give():
         pipe(["021", "110"], latents=uneven)
 
 
-@pytest.mark.parametrize("family", [f for f in FAMILIES if "unet" not in f.id])
+@pytest.mark.parametrize("family", FAMILIES)
 def test_a_pipeline_without_its_tokenizer_says_so(family: Family):
+    require(family, "tokenizer-required")
     pipe = family.pipeline(family.model())
     pipe.vqvae = None
     if hasattr(pipe, "vae"):
@@ -140,10 +144,10 @@ def test_a_pipeline_without_its_tokenizer_says_so(family: Family):
         images(pipe, ["021"])
 
 
-@pytest.mark.parametrize("family", [f for f in FAMILIES if "paper-layout" not in f.id])
+@pytest.mark.parametrize("family", FAMILIES)
 def test_gradient_checkpointing_gives_the_same_gradients(family: Family):
     """diffusers' ``enable_gradient_checkpointing`` on every model: the same loss and gradients, recomputed."""
-    from compgen.pipelines.concept_inputs import prepare_concept_inputs
+    require(family, "gradient-checkpointing")
 
     def gradients(checkpointing: bool) -> dict[str, torch.Tensor]:
         model = family.model().train()
@@ -153,7 +157,7 @@ def test_gradient_checkpointing_gives_the_same_gradients(family: Family):
         if checkpointing:
             model.enable_gradient_checkpointing()
             assert model.is_gradient_checkpointing
-        output = family.forward(model, prepare_concept_inputs(model, ["021", "110"]))
+        output = family.forward(model, family.inputs(model, ["021", "110"]))
         output.float().square().mean().backward()
         return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
 
@@ -164,8 +168,6 @@ def test_gradient_checkpointing_gives_the_same_gradients(family: Family):
 
 
 def test_gradient_checkpointing_is_refused_where_it_would_change_training():
-    from test_model_contract import paper_layout_unet
-
     from compgen.training.acceleration import enable_gradient_checkpointing
 
     with pytest.raises(ValueError, match="BatchNorm"):

@@ -1,18 +1,16 @@
 """The token models' blocks on diffusers' attention (issue 41, item 2): weights of the older
 ``nn.TransformerEncoderLayer`` layout load and give the same outputs; diffusers' attention processors, attention
-backends and fp8 layerwise casting work on every token transformer."""
+backends and fp8 layerwise casting work on every token transformer (the rows of ``model_families.TABLE`` with
+transformer blocks; the others say why they are excluded)."""
 
 
 import pytest
 import torch
-from test_model_contract import dit, dit_forward, givt, givt_forward, mar, mar_forward, maskgit, maskgit_forward
+from model_families import FAMILIES, Family, maskgit, maskgit_forward, require
 from torch import nn
 
 from compgen.models.transformer_block import TokenAttnProcessor, convert_legacy_block_weights
 from compgen.pipelines.concept_inputs import prepare_concept_inputs
-
-TOKEN_MODELS = [pytest.param(maskgit, maskgit_forward, id="maskgit"), pytest.param(dit, dit_forward, id="dit"),
-                pytest.param(givt, givt_forward, id="givt"), pytest.param(mar, mar_forward, id="mar")]
 
 
 def _inputs(model):
@@ -40,10 +38,12 @@ def _legacy(model: nn.Module) -> nn.Module:
     return model
 
 
-@pytest.mark.parametrize("make, forward", TOKEN_MODELS)
-def test_an_export_in_the_older_block_layout_loads_and_gives_its_outputs(make, forward, tmp_path):
+@pytest.mark.parametrize("family", FAMILIES)
+def test_an_export_in_the_older_block_layout_loads_and_gives_its_outputs(family: Family, tmp_path):
     """``from_pretrained`` converts the older layout (diffusers' hook for renamed weights): the same outputs up to
     float rounding, since both compute the same pre-norm block."""
+    require(family, "token-blocks")
+    make, forward = family.model, family.forward
     model = make()
     reference = forward(model, _inputs(model))
     old = _legacy(make())
@@ -66,8 +66,10 @@ def test_the_conversion_renames_only_legacy_blocks():
     assert convert_legacy_block_weights(weights) == []  # already converted: left alone
 
 
-@pytest.mark.parametrize("make, forward", TOKEN_MODELS)
-def test_diffusers_attention_controls_reach_every_block(make, forward):
+@pytest.mark.parametrize("family", FAMILIES)
+def test_diffusers_attention_controls_reach_every_block(family: Family):
+    require(family, "token-blocks")
+    make, forward = family.model, family.forward
     model = make()
     reference = forward(model, _inputs(model))
     assert len(model.attn_processors) == model.config.num_layers
@@ -87,10 +89,12 @@ def test_diffusers_attention_controls_reach_every_block(make, forward):
     torch.testing.assert_close(forward(model, _inputs(model)), reference, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("make, forward", TOKEN_MODELS)
-def test_fp8_layerwise_casting_runs_and_stays_near_full_precision(make, forward):
+@pytest.mark.parametrize("family", FAMILIES)
+def test_fp8_layerwise_casting_runs_and_stays_near_full_precision(family: Family):
     """Weights stored in fp8, computed in fp32 (diffusers' ``enable_layerwise_casting``): it failed on every token
     transformer (activations cast to a weight's dtype); now within fp8's rounding of the fp32 outputs."""
+    require(family, "token-blocks")
+    make, forward = family.model, family.forward
     model = make()
     reference = forward(model, _inputs(model))
     model.enable_layerwise_casting(storage_dtype=torch.float8_e4m3fn, compute_dtype=torch.float32)
@@ -109,10 +113,12 @@ def test_a_token_transformer_compiles_as_one_graph():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="GPU-only attention kernels: run where a GPU is")
-@pytest.mark.parametrize("make, forward", TOKEN_MODELS)
-def test_gpu_attention_backends_and_bf16_casting_on_cuda(make, forward):
+@pytest.mark.parametrize("family", FAMILIES)
+def test_gpu_attention_backends_and_bf16_casting_on_cuda(family: Family):
     """On a GPU: PyTorch's flash and efficient kernels through ``set_attention_backend``, and fp8 storage computed in
     bf16, each near the fp32 outputs."""
+    require(family, "token-blocks")
+    make, forward = family.model, family.forward
     model = make().cuda()
     inputs = prepare_concept_inputs(model, ["021", "101"], 1, 1.0, None, device=torch.device("cuda"))
     reference = forward(model, inputs).float()

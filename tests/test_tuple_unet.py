@@ -182,7 +182,7 @@ def test_paper_layout_forward_and_gradients(mode):
 
 
 def test_paper_layout_checks():
-    # Its save/load round trip (BatchNorm statistics included) is a row of tests/test_model_contract.py.
+    # Its save/load round trip (BatchNorm statistics included) is a row of tests/model_families.py.
     with pytest.raises(ValueError, match="layers_per_block must be 2"):
         make_unet(block_type="paper", layers_per_block=1)
     with pytest.raises(ValueError, match="block_type"):
