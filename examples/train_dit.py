@@ -2,14 +2,15 @@
 MaskGIT) on a concept-graph split, evaluating as it trains.
 
     accelerate launch examples/train_dit.py --preset cpu-quick --output_dir outputs/dit
-    accelerate launch examples/train_dit.py --preset cpu-quick --vqvae_path outputs/maskgit-jepa/tokenizer ...
+    accelerate launch examples/train_dit.py --preset cpu-quick --tokenizer_path outputs/maskgit-jepa/tokenizer ...
     accelerate launch examples/train_dit.py --preset cpu-quick --tokenizer kl --output_dir outputs/dit-kl
 
 The tokenizer comes first exactly as for ``examples/train_maskgit_jepa.py`` (same flags, same presets, trained on the
-images ``--tokenizer_data`` names into ``OUTPUT/tokenizer``, or shared with ``--vqvae_path``), so MaskGIT and the DiT
+images ``--tokenizer_data`` names into ``OUTPUT/tokenizer``, or shared with ``--tokenizer_path``),
+so MaskGIT and the DiT
 can diffuse or predict the very same tokens. ``--tokenizer kl`` trains a KL tokenizer (a diffusers ``AutoencoderKL``,
 Paper B's continuous tokenizer) instead, with the same architecture and training flags, and diffuses its posterior
-means (``--vqvae_path`` then takes an ``AutoencoderKL`` directory). The transformer is MaskGIT's backbone with the
+means (``--tokenizer_path`` then takes an ``AutoencoderKL`` directory). The transformer is MaskGIT's backbone with the
 same concept tokens (``TupleConditionedDiT``); the objective is DDPM on the standardized latents (a VQ tokenizer's
 before quantization). ``OUTPUT`` then holds the pipeline (``TupleConditionedDiTPipeline.from_pretrained(OUTPUT)``),
 ``README.md`` (with the tokenizer's reconstruction accuracy) and ``learning_dynamics.jsonl``.

@@ -4,7 +4,7 @@ rung between MaskGIT and the DiT) on a concept-graph split, evaluating as it tra
     accelerate launch examples/train_givt.py --preset cpu-quick --output_dir outputs/givt
     accelerate launch examples/train_givt.py --preset cpu-quick --tokenizer kl --output_dir outputs/givt-kl
 
-The tokenizer comes first exactly as for ``examples/train_dit.py`` (same flags and presets; ``--vqvae_path`` shares
+The tokenizer comes first exactly as for ``examples/train_dit.py`` (same flags and presets; ``--tokenizer_path`` shares
 one), and the latents are the DiT's (a VQ tokenizer's before quantization, or a KL tokenizer's posterior means), so
 MaskGIT, GIVT and the DiT can be compared on the same tokens and the same transformer. ``OUTPUT`` then holds the
 pipeline (``GIVTPipeline.from_pretrained(OUTPUT)``), ``README.md`` and ``learning_dynamics.jsonl``.

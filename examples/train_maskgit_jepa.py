@@ -3,7 +3,7 @@
     accelerate launch examples/train_maskgit_jepa.py --preset cpu-quick --output_dir outputs/maskgit-jepa
     accelerate launch examples/train_maskgit_jepa.py --preset cpu-quick --jepa_weight 0 --output_dir outputs/maskgit
 
-Without ``--vqvae_path`` the VQ tokenizer is trained first, on the images ``--tokenizer_data`` names (default
+Without ``--tokenizer_path`` the VQ tokenizer is trained first, on the images ``--tokenizer_data`` names (default
 ``all-classes``: the dataset's tokenizer split, every class, labels unused), into ``OUTPUT/tokenizer``
 (its own run: checkpoints, card) through the same loop; a rerun reuses it when its tokenizer options match and
 refuses it otherwise. The pipeline's copy of it is ``OUTPUT/vqvae``. Its reconstruction

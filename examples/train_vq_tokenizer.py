@@ -8,7 +8,8 @@
 writes the tokenizer (``VQModel`` / ``AutoencoderKL.from_pretrained(output_dir)``) and ``vq_reconstruction.json``:
 per-class reconstruction MSE and accuracy by both scorers of reconstructions of every class, held-out ones included
 (the tokenizer's reconstruction accuracy; not an upper bound for a generator, which decodes token grids it draws
-itself). Pass the directory to ``--vqvae_path`` of ``examples/train_maskgit_jepa.py`` (VQ) or ``examples/train_dit.py``
+itself). Pass the directory to ``--tokenizer_path`` of ``examples/train_maskgit_jepa.py`` (VQ) or
+``examples/train_dit.py``
 (either kind) to share one tokenizer between runs.
 """
 
@@ -28,9 +29,10 @@ from compgen.launch.tokenizer_kind import TOKENIZER_CLASSES, add_tokenizer_kind_
 from compgen.training.fine_tuning import InitialWeights
 
 # The tokenizer flags are the ones examples/train_maskgit_jepa.py uses; here --max_train_steps and --learning_rate
-# are the tokenizer's own (there they are the generator's, and --vq_steps / --vq_learning_rate the tokenizer's).
+# are the tokenizer's own (there they are the generator's, and --tokenizer_steps / --tokenizer_learning_rate the
+# tokenizer's).
 PRESETS = {
-    name: {{"vq_steps": "max_train_steps", "vq_learning_rate": "learning_rate"}.get(key, key): value
+    name: {{"tokenizer_steps": "max_train_steps", "tokenizer_learning_rate": "learning_rate"}.get(key, key): value
            for key, value in preset.items()}
     for name, preset in VQ_PRESETS.items()
 }

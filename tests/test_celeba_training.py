@@ -135,9 +135,10 @@ def test_every_celeba_default_fits_the_unet_at_its_image_size():
         check_image_size(args, sizes[args.celeba_config], "celeba")
     with pytest.raises(ValueError, match="divisible by 8"):
         check_image_size(argparse.Namespace(block_out_channels="32,64,64"), 28, "okawa-h32-train1")
-    check_image_size(argparse.Namespace(vq_block_out_channels="32,64,64"), 28, "okawa-h32-train1")  # downsampling 4
-    with pytest.raises(ValueError, match="--vq_block_out_channels 32,64,64,64 halves the images 3 times"):
-        check_image_size(argparse.Namespace(vq_block_out_channels="32,64,64,64"), 28, "okawa-h32-train1")
+    check_image_size(argparse.Namespace(tokenizer_block_out_channels="32,64,64"), 28,
+                     "okawa-h32-train1")  # downsampling 4
+    with pytest.raises(ValueError, match="--tokenizer_block_out_channels 32,64,64,64 halves the images 3 times"):
+        check_image_size(argparse.Namespace(tokenizer_block_out_channels="32,64,64,64"), 28, "okawa-h32-train1")
 
 
 def test_celeba_flags_are_checked():
@@ -199,7 +200,8 @@ def test_cpu_quick_preset_trains_on_celeba_and_writes_a_pipeline_and_card(celeba
     assert "| 2 | 111 |" in card
 
 
-TOKEN_FLAGS = ["--vq_block_out_channels", "8,8,8", "--vq_embed_dim", "4", "--codebook_size", "16", "--vq_steps", "2",
+TOKEN_FLAGS = ["--tokenizer_block_out_channels", "8,8,8", "--tokenizer_embed_dim", "4", "--codebook_size", "16",
+               "--tokenizer_steps", "2",
                "--hidden_size", "16", "--num_layers", "2", "--num_heads", "2", "--eval_inference_steps", "2"]
 
 

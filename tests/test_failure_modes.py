@@ -290,14 +290,14 @@ def test_non_finite_sampling_and_loss_weights_stop_the_latent_scripts_before_any
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--vqvae_path", "/nonexistent/tokenizer"], "holds no tokenizer (no config.json there)"),
-    (["--vq_crop_size", "13"], "--vq_crop_size 13 must be a multiple of the tokenizer's downsampling, 4"),
+    (["--tokenizer_path", "/nonexistent/tokenizer"], "holds no tokenizer (no config.json there)"),
+    (["--tokenizer_crop_size", "13"], "--tokenizer_crop_size 13 must be a multiple of the tokenizer's downsampling, 4"),
 ])
 def test_a_tokenizer_that_cannot_be_is_refused_before_any_work(argv, message, tmp_path, capsys):
     script = load_repo_script("examples/train_maskgit_jepa.py")
     with pytest.raises(SystemExit) as exit_info:
         script.main(["--cache_dir", str(tmp_path / "cache"), "--output_dir", str(tmp_path / "out"),
-                     "--vq_block_out_channels", "8,8,8", *argv])
+                     "--tokenizer_block_out_channels", "8,8,8", *argv])
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "cache").exists()
 
@@ -309,7 +309,7 @@ def test_a_vqvae_path_at_an_export_root_names_its_tokenizer(tmp_path, capsys):
     script = load_repo_script("examples/train_maskgit_jepa.py")
     with pytest.raises(SystemExit):
         script.main(["--cache_dir", str(tmp_path / "cache"), "--output_dir", str(tmp_path / "out"),
-                     "--vqvae_path", str(tmp_path / "run")])
+                     "--tokenizer_path", str(tmp_path / "run")])
     assert f"pass {tmp_path / 'run' / 'vqvae'}" in capsys.readouterr().err
     assert not (tmp_path / "cache").exists()
 
@@ -330,8 +330,9 @@ def test_non_finite_temperatures_are_refused_by_every_masked_pipeline():
 def test_a_leftover_tokenizer_with_other_options_is_refused_not_reused(tmp_path, capsys):
     script = load_repo_script("examples/train_maskgit_jepa.py")
     tiny = ["--cache_dir", str(tmp_path / "cache"), "--no_eval", "--train_batch_size", "8", "--hidden_size", "16",
-            "--num_layers", "2", "--num_heads", "2", "--vq_block_out_channels", "8,8,8", "--vq_embed_dim", "4",
-            "--vq_steps", "2", "--max_train_steps", "2", "--output_dir", str(tmp_path / "out")]
+            "--num_layers", "2", "--num_heads", "2", "--tokenizer_block_out_channels", "8,8,8",
+            "--tokenizer_embed_dim", "4",
+            "--tokenizer_steps", "2", "--max_train_steps", "2", "--output_dir", str(tmp_path / "out")]
     reset_accelerate_state()
     script.main([*tiny, "--codebook_size", "16"])
     options = json.loads((tmp_path / "out" / "tokenizer" / "tokenizer_options.json").read_text())
@@ -348,12 +349,13 @@ def test_a_leftover_tokenizer_with_other_options_is_refused_not_reused(tmp_path,
 
 
 def test_a_crop_larger_than_the_images_is_refused_once_the_data_are_known(dataset_dir, tmp_path, capsys):
-    """Issue 42, case 17: ``--vq_crop_size 40`` on 28 px images failed as a traceback after data and probes; now a
+    """Issue 42, case 17: ``--tokenizer_crop_size 40`` on 28 px images failed as a traceback after data and probes; now
+    a
     usage error before the probes and the tokenizer."""
     script = load_repo_script("examples/train_maskgit_jepa.py")
     with pytest.raises(SystemExit) as exit_info:
         script.main(["--dataset", str(dataset_dir), "--output_dir", str(tmp_path / "out"),
-                     "--vq_block_out_channels", "8,8,8", "--vq_crop_size", "40"])
+                     "--tokenizer_block_out_channels", "8,8,8", "--tokenizer_crop_size", "40"])
     assert exit_info.value.code == 2
-    assert "--vq_crop_size 40 is larger than the images" in capsys.readouterr().err
+    assert "--tokenizer_crop_size 40 is larger than the images" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()

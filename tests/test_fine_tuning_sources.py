@@ -58,7 +58,7 @@ def test_a_givt_fine_tunes_on_its_sources_tokenizer_and_latent_statistics(source
 
 @pytest.mark.parametrize("argv, message", [
     (["--tokenizer", "kl"], "its model read a VQModel"),
-    (["--vqvae_path", "OTHER"], "is not the tokenizer the --init_from model read"),
+    (["--tokenizer_path", "OTHER"], "is not the tokenizer the --init_from model read"),
 ])
 def test_a_fine_tuning_run_refuses_another_tokenizer_before_any_work(source, tmp_path, capsys, argv, message):
     other = tmp_path / "other"

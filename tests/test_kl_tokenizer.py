@@ -97,15 +97,17 @@ def test_save_load_round_trip_and_the_kind_is_read_from_the_config(tmp_path):
 
 
 def test_tokenizer_options_record_the_kind_so_the_other_kind_is_not_reused(tmp_path):
-    args = argparse.Namespace(tokenizer="vq", vq_block_out_channels="8,8,8", codebook_size=16, vq_embed_dim=4,
-                              vq_mid_attention=False, vq_commitment_cost=0.25, vq_restart_every=25, vq_crop_size=16,
+    args = argparse.Namespace(tokenizer="vq", tokenizer_block_out_channels="8,8,8", codebook_size=16,
+                              tokenizer_embed_dim=4,
+                              tokenizer_mid_attention=False, tokenizer_commitment_cost=0.25,
+                              tokenizer_restart_every=25, tokenizer_crop_size=16,
                               seed=0, dataset="d", dataset_config=None, train_batch_size=8, kl_latent_channels=None,
                               kl_weight=1e-4)
     vq = tokenizer_options(args, 10, 1e-3)
     assert "tokenizer" not in vq  # as before the KL tokenizer: existing VQ tokenizer directories stay reusable
     kl = tokenizer_options(argparse.Namespace(**{**vars(args), "tokenizer": "kl"}), 10, 1e-3)
-    assert kl["tokenizer"] == "kl" and kl["kl_latent_channels"] == 4 and kl["kl_weight"] == 1e-4  # --vq_embed_dim
-    assert "codebook_size" not in kl and kl["vq_block_out_channels"] == "8,8,8"
+    assert kl["tokenizer"] == "kl" and kl["kl_latent_channels"] == 4 and kl["kl_weight"] == 1e-4  # the embed dim
+    assert "codebook_size" not in kl and kl["tokenizer_block_out_channels"] == "8,8,8"
     KLTask(tiny_vae(), options=kl).save_pretrained(KLTask(tiny_vae()).model, tmp_path)
     assert reusable_tokenizer(tmp_path, kl, overwrite=False)
     with pytest.raises(ValueError, match="--tokenizer 'kl' there vs None now"):
@@ -175,7 +177,8 @@ def test_a_vq_pipeline_saved_before_the_kl_component_still_loads(tmp_path):
 # --- the scripts ------------------------------------------------------------------------------------------------
 
 TINY = ["--train_batch_size", "16", "--hidden_size", "16", "--num_layers", "2", "--num_heads", "2",
-        "--vq_block_out_channels", "8,8,8", "--vq_embed_dim", "4", "--vq_steps", "3", "--learning_rate", "3e-3",
+        "--tokenizer_block_out_channels", "8,8,8", "--tokenizer_embed_dim", "4", "--tokenizer_steps", "3",
+        "--learning_rate", "3e-3",
         "--logging_steps", "2", "--eval_inference_steps", "2", "--seed", "0", "--mixed_precision", "no"]
 
 
@@ -188,7 +191,7 @@ def test_maskgit_refuses_a_kl_tokenizer(tmp_path, capsys):
     tiny_vae().save_pretrained(tmp_path / "kl")
     reset_accelerate_state()
     with pytest.raises(SystemExit):
-        script.main(["--output_dir", str(tmp_path / "path"), *TINY, "--vqvae_path", str(tmp_path / "kl")])
+        script.main(["--output_dir", str(tmp_path / "path"), *TINY, "--tokenizer_path", str(tmp_path / "kl")])
     assert "holds a AutoencoderKL but --tokenizer is vq" in capsys.readouterr().err
 
 

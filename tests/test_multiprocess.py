@@ -23,7 +23,8 @@ TINY_UNET = ["--block_out_channels", "16,32", "--layers_per_block", "1", "--trai
              "--eval_images_per_class", "2", "--eval_inference_steps", "2", "--eval_steps", "4",
              "--checkpointing_steps", "4", "--logging_steps", "2"]
 TINY_MASKGIT = ["--train_batch_size", "8", "--hidden_size", "16", "--num_layers", "2", "--num_heads", "2",
-                "--vq_block_out_channels", "8,8,8", "--vq_embed_dim", "4", "--codebook_size", "32", "--vq_steps", "4",
+                "--tokenizer_block_out_channels", "8,8,8", "--tokenizer_embed_dim", "4", "--codebook_size", "32",
+                "--tokenizer_steps", "4",
                 "--eval_steps", "3", "--eval_images_per_class", "2", "--eval_inference_steps", "2",
                 "--checkpointing_steps", "3", "--jepa_layers", "1,2"]
 
@@ -107,9 +108,9 @@ def test_two_process_givt_and_mar_log_once_and_resume_exactly(dataset_dir, tmp_p
     assert json.loads((straight / "checkpoints" / "checkpoint-6" / "trainer_state.json").read_text())[
         "num_processes"] == 2
     torchrun(script, *data, *tiny, "--max_train_steps", "3", "--output_dir", str(resumed),
-             "--vqvae_path", str(straight / "vqvae"))
+             "--tokenizer_path", str(straight / "vqvae"))
     torchrun(script, *data, *tiny, "--max_train_steps", "6", "--output_dir", str(resumed),
-             "--vqvae_path", str(straight / "vqvae"), "--resume_from_checkpoint", "latest")
+             "--tokenizer_path", str(straight / "vqvae"), "--resume_from_checkpoint", "latest")
     weights = "transformer/diffusion_pytorch_model.safetensors"
     a, b = load_file(str(straight / weights)), load_file(str(resumed / weights))
     for name in a:

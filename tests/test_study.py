@@ -144,7 +144,7 @@ def test_a_study_tokenizer_may_train_on_a_dataset_of_its_own(tmp_path):
     assert command[command.index("--dataset_config") + 1] == "h32-all-classes"
     (cell,) = study.cells(tmp_path)
     assert cell.command[cell.command.index("--dataset") + 1] == "okawa-h32-train1"
-    assert cell.command[cell.command.index("--vqvae_path") + 1] == command[command.index("--output_dir") + 1]
+    assert cell.command[cell.command.index("--tokenizer_path") + 1] == command[command.index("--output_dir") + 1]
     with pytest.raises(ValueError, match="tokenizer has unknown keys"):
         Study.from_dict({"name": "x", "seeds": [0], "steps": 1, "tokenizer": {"script": "s", "data": "d"},
                          "models": {"u": {"script": "examples/train_tuple_unet.py"}}})
@@ -171,7 +171,7 @@ def test_named_tokenizers_each_train_once_and_serve_the_models_that_name_them(tm
     assert runs["vq-train"].name == "tokenizer vq-train okawa-h32-train1"
     for cell in study.cells(tmp_path):
         tokenizer = {"maskgit": "vq", "dit-kl": "kl", "dit-cap": "vq-train"}[cell.model]
-        assert cell.command[cell.command.index("--vqvae_path") + 1] == str(runs[tokenizer].output_dir)
+        assert cell.command[cell.command.index("--tokenizer_path") + 1] == str(runs[tokenizer].output_dir)
         assert json.loads(cell.identity)["tokenizer"]["flags"] == study.tokenizers[tokenizer].get("flags", {})
 
 

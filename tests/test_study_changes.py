@@ -131,3 +131,34 @@ models:
 def test_study_values_are_checked_naming_the_key(changes, message):
     with pytest.raises(ValueError, match=message):
         Study.from_dict(spec(**changes))
+
+
+def test_a_run_recorded_under_an_option_s_old_name_is_unchanged_under_its_new_name(tmp_path):
+    """Issue 43: ``--vq_steps`` is ``--tokenizer_steps`` now; a study run recorded with the old name (a tokenizer run
+    with its ``flags``, a cell with a nested tokenizer definition) is the same run when the study file says the new
+    one, and a real change under either name is still found."""
+    from dataclasses import dataclass
+    from pathlib import Path
+
+    from compgen.studies.records import RECORD_NAME, changes
+
+    @dataclass
+    class Run:
+        name: str
+        output_dir: Path
+        identity: str
+
+    def identity(flags):
+        return json.dumps({"script": "train_vq_tokenizer.py", "flags": flags,
+                           "tokenizer": {"flags": flags, "dataset": {"preset": "H32-train1"}}}, sort_keys=True)
+
+    out = tmp_path / "run"
+    (out / "checkpoints" / "checkpoint-2").mkdir(parents=True)
+    (out / "checkpoints" / "checkpoint-2" / "trainer_state.json").write_text("{}")
+    record = {"identity": json.loads(identity({"vq_steps": 100, "vq_crop_size": 0, "codebook_size": 32})),
+              "steps": None}
+    (out / RECORD_NAME).write_text(json.dumps(record))
+    renamed = {"tokenizer_steps": 100, "tokenizer_crop_size": 0, "codebook_size": 32}
+    assert changes(Run("tok", out, identity(renamed)), None) == []
+    found = changes(Run("tok", out, identity(renamed | {"tokenizer_steps": 200})), None)
+    assert "tokenizer_steps 100 -> 200" in found

@@ -15,7 +15,8 @@ from compgen.training.checkpoint import list_checkpoints
 from compgen.training.tasks.maskgit import MaskGITTask
 
 TINY = ["--train_batch_size", "16", "--hidden_size", "16", "--num_layers", "2", "--num_heads", "2",
-        "--vq_block_out_channels", "8,8,8", "--vq_embed_dim", "4", "--codebook_size", "32", "--vq_steps", "3",
+        "--tokenizer_block_out_channels", "8,8,8", "--tokenizer_embed_dim", "4", "--codebook_size", "32",
+        "--tokenizer_steps", "3",
         "--learning_rate", "3e-3", "--logging_steps", "2", "--eval_inference_steps", "3", "--seed", "0"]
 
 pytestmark = pytest.mark.usefixtures("fresh_accelerator_state")
@@ -97,16 +98,17 @@ class Crash(Exception):
     pass
 
 
-def run_resumable(script, dataset_dir, out, vqvae_path, extra=()):
-    script.main(["--dataset", str(dataset_dir), "--output_dir", str(out), "--vqvae_path", str(vqvae_path), *TINY,
+def run_resumable(script, dataset_dir, out, tokenizer_path, extra=()):
+    script.main(["--dataset", str(dataset_dir), "--output_dir", str(out), "--tokenizer_path", str(tokenizer_path),
+                 *TINY,
                  "--max_train_steps", "6", "--checkpointing_steps", "3", "--no_eval", *extra])
 
 
 @pytest.mark.parametrize("jepa_weight", ["0.6", "0"])
 def test_resume_after_a_crash_is_exact(script, dataset_dir, trained_run, tmp_path, monkeypatch, jepa_weight):
-    vqvae_path = trained_run / "vqvae"
+    tokenizer_path = trained_run / "vqvae"
     flags = ["--jepa_weight", jepa_weight, "--mask_type", "block"]
-    run_resumable(script, dataset_dir, tmp_path / "straight", vqvae_path, flags)
+    run_resumable(script, dataset_dir, tmp_path / "straight", tokenizer_path, flags)
 
     original = MaskGITTask.after_optimizer_step
 
@@ -118,11 +120,12 @@ def test_resume_after_a_crash_is_exact(script, dataset_dir, trained_run, tmp_pat
     monkeypatch.setattr(MaskGITTask, "after_optimizer_step", crash_at_five)
     reset_accelerate_state()
     with pytest.raises(Crash):
-        run_resumable(script, dataset_dir, tmp_path / "crashed", vqvae_path, flags)
+        run_resumable(script, dataset_dir, tmp_path / "crashed", tokenizer_path, flags)
     assert [s for s, _ in list_checkpoints(tmp_path / "crashed" / "checkpoints")] == [3]
     monkeypatch.setattr(MaskGITTask, "after_optimizer_step", original)
     reset_accelerate_state()
-    run_resumable(script, dataset_dir, tmp_path / "crashed", vqvae_path, [*flags, "--resume_from_checkpoint", "latest"])
+    run_resumable(script, dataset_dir, tmp_path / "crashed", tokenizer_path, [*flags, "--resume_from_checkpoint",
+                                                                              "latest"])
 
     files = ["transformer/diffusion_pytorch_model.safetensors"]
     if jepa_weight != "0":
@@ -229,3 +232,34 @@ def test_all_classes_tokenizer_data_needs_the_tokenizer_split(script, dataset_di
     error = capsys.readouterr().err
     assert "'tokenizer' split" in error and "--tokenizer_data training-classes" in error
     assert not (tmp_path / "out" / "tokenizer").exists()
+
+
+def test_the_tokenizer_flags_old_names_are_deprecated_aliases():
+    """Issue 43: the tokenizer's flags are named ``--tokenizer_*`` (they serve the KL tokenizer too); the old ``--vq_*``
+    and ``--vqvae_path`` still parse into the new names for a release, each with a ``FutureWarning`` naming its new
+    name; the new names parse silently."""
+    import argparse
+    import warnings
+
+    from compgen.launch.token_model_setup import add_tokenizer_first_arguments
+    from compgen.option_names import RENAMED_OPTIONS
+
+    parser = argparse.ArgumentParser()
+    add_tokenizer_first_arguments(parser, allow_kl=True)
+    values = {"vqvae_path": "/tmp/tok", "vq_steps": "7", "vq_learning_rate": "0.5", "vq_block_out_channels": "8,8",
+              "vq_embed_dim": "4", "vq_commitment_cost": "0.1", "vq_restart_every": "3", "vq_crop_size": "8"}
+    assert set(values) | {"vq_mid_attention"} == set(RENAMED_OPTIONS)
+    old = [token for name, value in values.items() for token in (f"--{name}", value)] + ["--vq_mid_attention"]
+    with pytest.warns(FutureWarning) as caught:
+        args = parser.parse_args(old)
+    messages = [str(warning.message) for warning in caught]
+    assert len(messages) == len(RENAMED_OPTIONS)
+    assert "--vq_steps is deprecated: use --tokenizer_steps" in messages[1]
+    assert (args.tokenizer_path, args.tokenizer_steps, args.tokenizer_crop_size) == ("/tmp/tok", 7, 8)
+    assert args.tokenizer_mid_attention is True and not any(name.startswith("vq") for name in vars(args))
+    with pytest.warns(FutureWarning, match="--no-vq_mid_attention is deprecated: use --no-tokenizer_mid_attention"):
+        assert parser.parse_args(["--no-vq_mid_attention"]).tokenizer_mid_attention is False
+    new = [token for name, value in values.items() for token in (f"--{RENAMED_OPTIONS[name]}", value)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert vars(parser.parse_args(new)) == vars(args) | {"tokenizer_mid_attention": False}

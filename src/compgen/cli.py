@@ -12,6 +12,7 @@ import warnings
 from typing import Any
 
 from .data.loading import CELEBA_SOURCE
+from .option_names import RENAMED_OPTIONS
 
 CELEBA_FLAGS = ("celeba_dir", "celeba_parquet", "celeba_training_classes")
 
@@ -34,6 +35,25 @@ class ArgumentParser(argparse.ArgumentParser):
                 token = spelled + equals + value
             rewritten.append(token)
         return super().parse_known_args(rewritten, namespace)
+
+
+def add_renamed_argument(group: argparse._ActionsContainer, flag: str, **kwargs: Any) -> argparse.Action:
+    """``group.add_argument(flag, **kwargs)`` with the flag's old name (:data:`~compgen.option_names.RENAMED_OPTIONS`)
+    as an alias: the
+    value lands in the new name, and the old one, when used, warns with a ``FutureWarning`` naming the new one."""
+    new = flag.removeprefix("--")
+    old = next(name for name, renamed in RENAMED_OPTIONS.items() if renamed == new)
+    base = group._registry_get("action", kwargs.get("action"), kwargs.get("action"))
+
+    class DeprecatedAlias(base):
+        def __call__(self, parser, namespace, values, option_string=None):
+            if option_string is not None and option_string.lstrip("-").removeprefix("no-") == old:
+                warnings.warn(f"{option_string} is deprecated: use {option_string.replace(old, new)} (the old name "
+                              "goes in a later release)", FutureWarning, stacklevel=2)
+            super().__call__(parser, namespace, values, option_string)
+
+    kwargs["action"] = DeprecatedAlias
+    return group.add_argument(flag, f"--{old}", **kwargs)
 
 
 def apply_preset(parser: argparse.ArgumentParser, presets: dict[str, dict[str, Any]], argv: list[str] | None) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..evaluation.tracker import read_log
+from ..option_names import renamed_options
 from ..training.checkpoint import CHECKPOINTS_DIR, MODEL_CONFIG_NAME, MODEL_NAME, list_checkpoints
 from ..training.fine_tuning import InitialWeights
 from ..training.run_directory import EXPORT_STATE_NAME
@@ -72,8 +73,9 @@ def resolve_initial_weights(path: str | Path) -> InitialWeights:
     log = run_dir / "learning_dynamics.jsonl"
     records = [r for r in read_log(log) if r["step"] <= step] if log.is_file() else []
     configs = checkpoint / MODEL_CONFIG_NAME
-    vqvae_path = trainer_state.get("config", {}).get("extra", {}).get("vqvae_path")
-    tokenizer = (Path(vqvae_path) if vqvae_path and (Path(vqvae_path) / "config.json").is_file()
+    # A checkpoint written before the rename records its tokenizer as vqvae_path.
+    recorded = renamed_options(trainer_state.get("config", {}).get("extra", {})).get("tokenizer_path")
+    tokenizer = (Path(recorded) if recorded and (Path(recorded) / "config.json").is_file()
                  else run_dir / "tokenizer" if (run_dir / "tokenizer" / "config.json").is_file()
                  else _tokenizer_in(run_dir))
     return InitialWeights(checkpoint, (checkpoint / MODEL_NAME,), step, tuple(records),

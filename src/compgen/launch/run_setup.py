@@ -140,7 +140,7 @@ def apply_dataset_defaults(parser: argparse.ArgumentParser, preset: str, argv: l
     return values
 
 
-IMAGE_HALVINGS: dict[str, int] = {"block_out_channels": 0, "vq_block_out_channels": -1}
+IMAGE_HALVINGS: dict[str, int] = {"block_out_channels": 0, "tokenizer_block_out_channels": -1}
 """Width options whose entry count sets how often a model halves the images: the tuple U-Net halves once per
 entry, a diffusers ``VQModel`` once per entry but the last; the value is that offset."""
 
@@ -148,10 +148,10 @@ entry, a diffusers ``VQModel`` once per entry but the last; the value is that of
 def check_image_size(args: argparse.Namespace, image_size: int, dataset_name: str) -> None:
     """Fail before training when a model's width option (see :data:`IMAGE_HALVINGS`) cannot halve the images that
     many times, e.g. ``--block_out_channels 32,64,64`` (divisor 8) on 28 px shapes, or a tokenizer's
-    ``--vq_crop_size`` is larger than the images."""
-    crop = getattr(args, "vq_crop_size", None)
+    ``--tokenizer_crop_size`` is larger than the images."""
+    crop = getattr(args, "tokenizer_crop_size", None)
     if isinstance(crop, int) and crop > image_size:
-        raise ValueError(f"--vq_crop_size {crop} is larger than the images: dataset {dataset_name} has "
+        raise ValueError(f"--tokenizer_crop_size {crop} is larger than the images: dataset {dataset_name} has "
                          f"{image_size}x{image_size} images (0: whole images)")
     for option, offset in IMAGE_HALVINGS.items():
         widths = getattr(args, option, None)
@@ -268,7 +268,7 @@ def _check_tokenizer_split(args: argparse.Namespace, dataset_dict, dataset_name:
     split; say so before any training (datasets built before it existed, CelebA and Paper A's files lack it)."""
     from ..data.concept_graph_builder import TOKENIZER_SPLIT
 
-    needed = getattr(args, "tokenizer_data", None) == "all-classes" and not getattr(args, "vqvae_path", None)
+    needed = getattr(args, "tokenizer_data", None) == "all-classes" and not getattr(args, "tokenizer_path", None)
     if needed and TOKENIZER_SPLIT not in dataset_dict:
         raise ValueError(f"--tokenizer_data all-classes trains the tokenizer on the {TOKENIZER_SPLIT!r} split (images "
                          f"of every class), which dataset {dataset_name} lacks (splits: {list(dataset_dict)}); "

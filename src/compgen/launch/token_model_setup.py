@@ -2,7 +2,7 @@
 
 A token-space script trains its tokenizer first (VQ, or KL for the DiT), on the images ``--tokenizer_data`` names,
 into ``OUTPUT/tokenizer`` through the shared loop (:func:`load_or_train_tokenizer`), or takes one with
-``--vqvae_path``; a rerun reuses a tokenizer only if it was trained with the same options
+``--tokenizer_path``; a rerun reuses a tokenizer only if it was trained with the same options
 (:data:`TOKENIZER_OPTIONS_NAME`). The tokenizer's and the token transformer's
 flags, presets and checks live here too, so the scripts share them.
 """
@@ -20,13 +20,14 @@ import torch
 from diffusers import AutoencoderKL, VQModel
 
 from ..atomic_io import atomic_write_text
-from ..cli import parse_widths
+from ..cli import add_renamed_argument, parse_widths
 from ..data.concept_graph_builder import TOKENIZER_SPLIT
 from ..data.loading import ConceptImageData, split_tensors
 from ..evaluation.tokenizer_report import RECONSTRUCTION_REPORT_NAME
 from ..models.concept_embedding import ConceptConditionedMixin
 from ..models.kl_tokenizer import build_kl_tokenizer
 from ..models.vq_tokenizer import build_vq_tokenizer
+from ..option_names import renamed_options
 from ..training.fine_tuning import InitialWeights
 from ..training.tasks.kl_tokenizer import KLTask
 from ..training.tasks.vq_tokenizer import VQTask
@@ -43,30 +44,38 @@ from .tokenizer_kind import (
 logger = logging.getLogger(__name__)
 
 VQ_PRESETS: dict[str, dict[str, Any]] = {
-    "paper": dict(vq_block_out_channels="64,128,128", vq_embed_dim=128, vq_steps=5000, vq_learning_rate=1e-3),
+    "paper": dict(tokenizer_block_out_channels="64,128,128", tokenizer_embed_dim=128, tokenizer_steps=5000,
+                  tokenizer_learning_rate=1e-3),
     # Whole images with --tokenizer_data all-classes (the default), 16 px crops with training-classes
     # (CROP_SIZE_FOR_DATA); no mid-block attention and dead-code restarts either way.
     # 1000 steps: with all-classes data every class of H32-train1 reconstructs at 1.00 by both scorers
     # (results/paper-b-tokenizers/).
-    "cpu-quick": dict(vq_block_out_channels="16,32,32", vq_embed_dim=16, vq_steps=1000, vq_learning_rate=2e-3,
-                      mixed_precision="auto"),
+    "cpu-quick": dict(tokenizer_block_out_channels="16,32,32", tokenizer_embed_dim=16, tokenizer_steps=1000,
+                      tokenizer_learning_rate=2e-3, mixed_precision="auto"),
 }
 """Tokenizer options per preset, shared by ``train_vq_tokenizer.py`` and ``train_maskgit_jepa.py``."""
 
 
 def add_vq_tokenizer_arguments(parser: argparse.ArgumentParser) -> None:
-    """The tokenizer's architecture and training flags, shared by every script that trains one."""
-    group = parser.add_argument_group("VQ tokenizer")
-    group.add_argument("--vq_block_out_channels", default="32,64,64", help="3 entries = downsampling 4")
-    group.add_argument("--codebook_size", type=int, default=256)
-    group.add_argument("--vq_embed_dim", type=int, default=32)
-    group.add_argument("--vq_mid_attention", action=argparse.BooleanOptionalAction, default=False,
-                       help="self-attention in the encoder/decoder mid blocks (global context; off by default)")
-    group.add_argument("--vq_commitment_cost", type=float, default=0.25)
-    group.add_argument("--vq_restart_every", type=int, default=25, help="steps between dead-code restarts; 0: off")
-    group.add_argument("--vq_crop_size", type=int, default=None,
-                       help="train on random crops of this size (a multiple of the downsampling; 0: whole images); "
-                            "default: 0 with --tokenizer_data all-classes, 16 with training-classes")
+    """The tokenizer's architecture and training flags, shared by every script that trains one (the VQ tokenizer's,
+    most of them the KL one's too). Their old ``--vq_*`` names stay as deprecated aliases for a release
+    (:data:`~compgen.cli.RENAMED_OPTIONS`)."""
+    group = parser.add_argument_group("tokenizer")
+    add_renamed_argument(group, "--tokenizer_block_out_channels", default="32,64,64",
+                         help="3 entries = downsampling 4")
+    group.add_argument("--codebook_size", type=int, default=256, help="VQ only: the codebook's entries")
+    add_renamed_argument(group, "--tokenizer_embed_dim", type=int, default=32,
+                         help="the VQ tokenizer's code dimension (vq_embed_dim); the KL tokenizer's latent channels "
+                              "default to it (--kl_latent_channels)")
+    add_renamed_argument(group, "--tokenizer_mid_attention", action=argparse.BooleanOptionalAction, default=False,
+                         help="self-attention in the encoder/decoder mid blocks (global context; off by default)")
+    add_renamed_argument(group, "--tokenizer_commitment_cost", type=float, default=0.25,
+                         help="VQ only: the commitment term's weight")
+    add_renamed_argument(group, "--tokenizer_restart_every", type=int, default=25,
+                         help="VQ only: steps between dead-code restarts; 0: off")
+    add_renamed_argument(group, "--tokenizer_crop_size", type=int, default=None,
+                         help="train on random crops of this size (a multiple of the downsampling; 0: whole images); "
+                              "default: 0 with --tokenizer_data all-classes, 16 with training-classes")
     group.add_argument("--tokenizer_data", default="all-classes", choices=list(TOKENIZER_DATA),
                        help="the images the tokenizer trains on: " + "; ".join(
                            f"{name}: {text}" for name, text in TOKENIZER_DATA.items()))
@@ -83,16 +92,17 @@ tokenizer trained on it reconstructs 011 and 111 at 0.0 (``results/dit-diagnosis
 
 
 CROP_SIZE_FOR_DATA = {"all-classes": 0, "training-classes": 16}
-"""``--vq_crop_size``'s default per ``--tokenizer_data``. Crops keep a training-classes tokenizer's codes local, which
+"""``--tokenizer_crop_size``'s default per ``--tokenizer_data``. Crops keep a training-classes tokenizer's codes local,
+which
 lifts its held-out classes from about 0 (``VQTask``); a tokenizer that sees every class needs no such help, and whole
 images reconstruct every class of H32-train1 at 1.00 by both scorers where 16 px crops left 011 and 111 at 0.84-0.90
 (cpu-quick widths, 2500 steps; ``results/paper-b-tokenizers/``)."""
 
 
 def resolve_crop_size(args: argparse.Namespace) -> None:
-    """Fill ``--vq_crop_size`` from ``--tokenizer_data`` when it was not given (:data:`CROP_SIZE_FOR_DATA`)."""
-    if args.vq_crop_size is None:
-        args.vq_crop_size = CROP_SIZE_FOR_DATA[args.tokenizer_data]
+    """Fill ``--tokenizer_crop_size`` from ``--tokenizer_data`` when it was not given (:data:`CROP_SIZE_FOR_DATA`)."""
+    if args.tokenizer_crop_size is None:
+        args.tokenizer_crop_size = CROP_SIZE_FOR_DATA[args.tokenizer_data]
 
 
 def tokenizer_training_data(args: argparse.Namespace, run: TrainingRun) -> ConceptImageData:
@@ -111,8 +121,9 @@ TOKENIZER_OPTIONS_NAME = "tokenizer_options.json"
 
 def tokenizer_options(args: argparse.Namespace, steps: int, learning_rate: float) -> dict[str, Any]:
     """The options that determine a tokenizer trained by :func:`train_vq_tokenizer`."""
-    names = ("vq_block_out_channels", "codebook_size", "vq_embed_dim", "vq_mid_attention", "vq_commitment_cost",
-             "vq_restart_every", "vq_crop_size", "tokenizer_data", "seed", "dataset", "dataset_config",
+    names = ("tokenizer_block_out_channels", "codebook_size", "tokenizer_embed_dim", "tokenizer_mid_attention",
+             "tokenizer_commitment_cost",
+             "tokenizer_restart_every", "tokenizer_crop_size", "tokenizer_data", "seed", "dataset", "dataset_config",
              "train_batch_size")
     options = {name: getattr(args, name, None) for name in names} | {"steps": steps, "learning_rate": learning_rate}
     return kl_tokenizer_options(args, options) if getattr(args, "tokenizer", "vq") == "kl" else options
@@ -120,20 +131,23 @@ def tokenizer_options(args: argparse.Namespace, steps: int, learning_rate: float
 
 def check_vq_tokenizer_arguments(args: argparse.Namespace) -> None:
     """Raise ``ValueError`` for tokenizer flags that cannot build a tokenizer (before any work is done); fills in
-    ``--vq_crop_size``'s default."""
+    ``--tokenizer_crop_size``'s default."""
     resolve_crop_size(args)
-    widths = parse_widths(args.vq_block_out_channels, "vq_block_out_channels")
+    widths = parse_widths(args.tokenizer_block_out_channels, "tokenizer_block_out_channels")
     if len(widths) < 2 or any(w < 1 for w in widths):
-        raise ValueError(f"--vq_block_out_channels needs two or more positive widths, got {args.vq_block_out_channels}")
-    for name in ("codebook_size", "vq_embed_dim"):
+        raise ValueError("--tokenizer_block_out_channels needs two or more positive widths, got "
+                         f"{args.tokenizer_block_out_channels}")
+    for name in ("codebook_size", "tokenizer_embed_dim"):
         if getattr(args, name) < 2:
             raise ValueError(f"--{name} must be at least 2, got {getattr(args, name)}")
-    if args.vq_crop_size < 0 or args.vq_restart_every < 0 or args.vq_commitment_cost < 0:
-        raise ValueError("--vq_crop_size, --vq_restart_every and --vq_commitment_cost must be non-negative")
+    if args.tokenizer_crop_size < 0 or args.tokenizer_restart_every < 0 or args.tokenizer_commitment_cost < 0:
+        raise ValueError("--tokenizer_crop_size, --tokenizer_restart_every and --tokenizer_commitment_cost must be "
+                         "non-negative")
     downsampling = 2 ** (len(widths) - 1)
-    if args.vq_crop_size % downsampling:
-        raise ValueError(f"--vq_crop_size {args.vq_crop_size} must be a multiple of the tokenizer's downsampling, "
-                         f"{downsampling} for {len(widths)} --vq_block_out_channels (0: no crops)")
+    if args.tokenizer_crop_size % downsampling:
+        raise ValueError(f"--tokenizer_crop_size {args.tokenizer_crop_size} must be a multiple of the tokenizer's "
+                         "downsampling, "
+                         f"{downsampling} for {len(widths)} --tokenizer_block_out_channels (0: no crops)")
 
 
 def reusable_tokenizer(directory: Path, options: dict[str, Any], overwrite: bool) -> bool:
@@ -145,7 +159,7 @@ def reusable_tokenizer(directory: Path, options: dict[str, Any], overwrite: bool
     if not (directory / "config.json").is_file():
         return False
     record = directory / TOKENIZER_OPTIONS_NAME
-    saved = json.loads(record.read_text()) if record.is_file() else None
+    saved = renamed_options(json.loads(record.read_text())) if record.is_file() else None  # old names read as new
     if saved == json.loads(json.dumps(options)):
         return True
     if overwrite:
@@ -155,7 +169,7 @@ def reusable_tokenizer(directory: Path, options: dict[str, Any], overwrite: bool
         f"--{k} {saved.get(k)!r} there vs {options.get(k)!r} now" for k in sorted(set(saved) | set(options))
         if saved.get(k) != options.get(k))
     raise ValueError(f"{directory} holds a tokenizer trained with other options ({differences}); pass "
-                     "--overwrite_output_dir to train a new one, or --vqvae_path to use a tokenizer as it is")
+                     "--overwrite_output_dir to train a new one, or --tokenizer_path to use a tokenizer as it is")
 
 
 def build_vq_tokenizer_from_args(args: argparse.Namespace, sample_size: int) -> VQModel:
@@ -163,10 +177,10 @@ def build_vq_tokenizer_from_args(args: argparse.Namespace, sample_size: int) -> 
     torch.manual_seed(args.seed)
     return build_vq_tokenizer(
         sample_size=sample_size,
-        block_out_channels=parse_widths(args.vq_block_out_channels, "vq_block_out_channels"),
+        block_out_channels=parse_widths(args.tokenizer_block_out_channels, "tokenizer_block_out_channels"),
         num_vq_embeddings=args.codebook_size,
-        vq_embed_dim=args.vq_embed_dim,
-        mid_block_add_attention=args.vq_mid_attention,
+        vq_embed_dim=args.tokenizer_embed_dim,
+        mid_block_add_attention=args.tokenizer_mid_attention,
     )
 
 
@@ -184,8 +198,8 @@ def train_vq_tokenizer(
     vqvae = build_vq_tokenizer_from_args(args, run.train_data.image_size)
     steps = config_overrides.get("max_train_steps", run.config.max_train_steps)
     learning_rate = config_overrides.get("learning_rate", run.config.learning_rate)
-    task = VQTask(vqvae, commitment_cost=args.vq_commitment_cost, restart_every=args.vq_restart_every,
-                  total_steps=steps, seed=args.seed, crop_size=args.vq_crop_size,
+    task = VQTask(vqvae, commitment_cost=args.tokenizer_commitment_cost, restart_every=args.tokenizer_restart_every,
+                  total_steps=steps, seed=args.seed, crop_size=args.tokenizer_crop_size,
                   options=tokenizer_options(args, steps, learning_rate))
     run.train(task, probes=False, train_data=tokenizer_training_data(args, run), output_dir=str(output_dir),
               **config_overrides)
@@ -220,23 +234,26 @@ def add_tokenizer_first_arguments(parser: argparse.ArgumentParser, allow_kl: boo
     from; ``allow_kl`` (the DiT) adds ``--tokenizer kl`` and the KL tokenizer's flags."""
     add_vq_tokenizer_arguments(parser)
     add_tokenizer_kind_arguments(parser, allow_kl)
-    group = parser.add_argument_group("VQ tokenizer training (when no --vqvae_path)")
-    group.add_argument("--vqvae_path", default=None, help="a trained VQModel directory; default: train one first")
-    group.add_argument("--vq_steps", type=int, default=2000)
-    group.add_argument("--vq_learning_rate", type=float, default=1e-3)
+    group = parser.add_argument_group("tokenizer training (when no --tokenizer_path)")
+    add_renamed_argument(group, "--tokenizer_path", default=None,
+                         help="a trained tokenizer directory (a VQModel, or an AutoencoderKL with --tokenizer kl); "
+                              "default: train one first")
+    add_renamed_argument(group, "--tokenizer_steps", type=int, default=2000, help="the tokenizer's training steps")
+    add_renamed_argument(group, "--tokenizer_learning_rate", type=float, default=1e-3,
+                         help="the tokenizer's learning rate")
 
 
 def check_tokenizer_first_arguments(args: argparse.Namespace, initial: InitialWeights | None,
                                     allow_kl: bool = False) -> None:
     """The tokenizer flags, and a tokenizer a previous run left in ``OUTPUT/tokenizer`` (it must match them);
-    ``--tokenizer kl`` (or a KL ``--vqvae_path``) is refused unless ``allow_kl``."""
+    ``--tokenizer kl`` (or a KL ``--tokenizer_path``) is refused unless ``allow_kl``."""
     check_vq_tokenizer_arguments(args)
     check_tokenizer_kind(args, allow_kl)
-    if args.vq_steps < 1:
-        raise ValueError(f"--vq_steps must be at least 1, got {args.vq_steps}")
-    if fine_tuning_tokenizer(args, initial) is None and args.vqvae_path is None:
+    if args.tokenizer_steps < 1:
+        raise ValueError(f"--tokenizer_steps must be at least 1, got {args.tokenizer_steps}")
+    if fine_tuning_tokenizer(args, initial) is None and args.tokenizer_path is None:
         reusable_tokenizer(Path(args.output_dir) / TOKENIZER_DIR,
-                           tokenizer_options(args, args.vq_steps, args.vq_learning_rate),
+                           tokenizer_options(args, args.tokenizer_steps, args.tokenizer_learning_rate),
                            overwrite=args.overwrite_output_dir)
 
 
@@ -314,20 +331,21 @@ def check_transformer_arguments(args: argparse.Namespace, model_class: type[Conc
 
 def load_or_train_tokenizer(args: argparse.Namespace, run: TrainingRun, output_dir: Path
                             ) -> tuple[VQModel | AutoencoderKL, dict[str, Any] | None]:
-    """``--vqvae_path`` if given; else ``OUTPUT/tokenizer`` if a previous run trained it with these tokenizer options;
+    """``--tokenizer_path`` if given; else ``OUTPUT/tokenizer`` if a previous run trained it with these tokenizer
+    options;
     else train it now on the images ``--tokenizer_data`` names through the shared loop (resuming its checkpoints with
     ``--resume_from_checkpoint``). Returns the tokenizer (on the CPU, frozen) and its reconstruction report (written
     to ``OUTPUT/vq_reconstruction.json``; ``None`` without probes)."""
     vq_dir = Path(output_dir) / TOKENIZER_DIR
-    options = tokenizer_options(args, args.vq_steps, args.vq_learning_rate)
-    path = fine_tuning_tokenizer(args, run.initial) or args.vqvae_path
+    options = tokenizer_options(args, args.tokenizer_steps, args.tokenizer_learning_rate)
+    path = fine_tuning_tokenizer(args, run.initial) or args.tokenizer_path
     if path is None and reusable_tokenizer(vq_dir, options, overwrite=run.config.overwrite_output_dir):
         path = vq_dir
     if path is None:
         vqvae, _ = (train_kl_tokenizer if getattr(args, "tokenizer", "vq") == "kl" else train_vq_tokenizer)(
-            args, run, vq_dir, max_train_steps=args.vq_steps, learning_rate=args.vq_learning_rate,
+            args, run, vq_dir, max_train_steps=args.tokenizer_steps, learning_rate=args.tokenizer_learning_rate,
             lr_scheduler="cosine", lr_warmup_steps=0, use_ema=False, push_to_hub=False,
-            checkpointing_steps=max(args.vq_steps, 1), eval_steps=max(args.vq_steps, 1), report=False,
+            checkpointing_steps=max(args.tokenizer_steps, 1), eval_steps=max(args.tokenizer_steps, 1), report=False,
         )
         return vqvae, report_for_run(vqvae, run, output_dir, args.tokenizer_data)
     logger.info("using the tokenizer in %s", path)
@@ -360,13 +378,13 @@ def train_kl_tokenizer(
     torch.manual_seed(args.seed)
     vae = build_kl_tokenizer(
         sample_size=run.train_data.image_size,
-        block_out_channels=parse_widths(args.vq_block_out_channels, "vq_block_out_channels"),
+        block_out_channels=parse_widths(args.tokenizer_block_out_channels, "tokenizer_block_out_channels"),
         latent_channels=kl_latent_channels(args),
-        mid_block_add_attention=args.vq_mid_attention,
+        mid_block_add_attention=args.tokenizer_mid_attention,
     )
     steps = config_overrides.get("max_train_steps", run.config.max_train_steps)
     learning_rate = config_overrides.get("learning_rate", run.config.learning_rate)
-    task = KLTask(vae, kl_weight=args.kl_weight, crop_size=args.vq_crop_size,
+    task = KLTask(vae, kl_weight=args.kl_weight, crop_size=args.tokenizer_crop_size,
                   options=tokenizer_options(args, steps, learning_rate))
     run.train(task, probes=False, train_data=tokenizer_training_data(args, run), output_dir=str(output_dir),
               **config_overrides)

@@ -22,30 +22,33 @@ TOKENIZER_CLASSES: dict[str, type[VQModel] | type[AutoencoderKL]] = {"vq": VQMod
 
 def add_tokenizer_kind_arguments(parser: argparse.ArgumentParser, allow_kl: bool) -> None:
     """``--tokenizer vq|kl`` and, with ``allow_kl``, the KL tokenizer's own flags. The KL tokenizer shares the
-    architecture and training flags of the VQ one (``--vq_block_out_channels``, ``--vq_mid_attention``,
-    ``--vq_crop_size``, ``--vq_steps``, ``--vq_learning_rate``: the "tokenizer" flags serve both kinds)."""
+    architecture and training flags of the VQ one (``--tokenizer_block_out_channels``, ``--tokenizer_mid_attention``,
+    ``--tokenizer_crop_size``, ``--tokenizer_steps``, ``--tokenizer_learning_rate``: the "tokenizer" flags serve both
+    kinds)."""
     group = parser.add_argument_group(
         "tokenizer kind", "--tokenizer kl (a diffusers AutoencoderKL, Paper B's continuous tokenizer) reuses "
-        "--vq_block_out_channels, --vq_mid_attention, --vq_crop_size, --vq_steps and --vq_learning_rate; "
-        "--codebook_size, --vq_commitment_cost and --vq_restart_every are VQ only" if allow_kl else None)
+        "--tokenizer_block_out_channels, --tokenizer_mid_attention, --tokenizer_crop_size, --tokenizer_steps and "
+        "--tokenizer_learning_rate; "
+        "--codebook_size, --tokenizer_commitment_cost and --tokenizer_restart_every are VQ only" if allow_kl else None)
     group.add_argument("--tokenizer", default="vq", choices=sorted(TOKENIZER_CLASSES),
                        help="vq: VQModel (codebook); kl: AutoencoderKL (posterior means)" if allow_kl
                        else "vq only here (this model predicts codebook indices)")
     if allow_kl:
         group.add_argument("--kl_latent_channels", type=int, default=None,
-                           help="latent channels of the KL tokenizer; default: --vq_embed_dim (the same DiT shape)")
+                           help="latent channels of the KL tokenizer; default: --tokenizer_embed_dim (the same DiT "
+                                "shape)")
         group.add_argument("--kl_weight", type=float, default=DEFAULT_KL_WEIGHT,
                            help="weight of the per-element KL term against the per-pixel MSE (see KLTask)")
 
 
 def kl_latent_channels(args: argparse.Namespace) -> int:
-    """``--kl_latent_channels``, or ``--vq_embed_dim`` when it is not given."""
-    return args.kl_latent_channels if args.kl_latent_channels is not None else args.vq_embed_dim
+    """``--kl_latent_channels``, or ``--tokenizer_embed_dim`` when it is not given."""
+    return args.kl_latent_channels if args.kl_latent_channels is not None else args.tokenizer_embed_dim
 
 
 def kl_tokenizer_options(args: argparse.Namespace, options: dict[str, Any]) -> dict[str, Any]:
     """The options of a KL tokenizer: the VQ ones it shares (the VQ-only ones dropped), its kind and KL flags."""
-    vq_only = ("codebook_size", "vq_embed_dim", "vq_commitment_cost", "vq_restart_every")
+    vq_only = ("codebook_size", "tokenizer_embed_dim", "tokenizer_commitment_cost", "tokenizer_restart_every")
     return {k: v for k, v in options.items() if k not in vq_only} | {
         "tokenizer": "kl", "kl_latent_channels": kl_latent_channels(args), "kl_weight": args.kl_weight}
 
@@ -64,17 +67,17 @@ def fine_tuning_tokenizer(args: argparse.Namespace, initial: InitialWeights | No
     tokenizer the source's model read, kept as it is: the loaded transformer has learned its tokens (and a latent
     model its latent statistics), so retraining it on the new data would hand the transformer latents it was never
     trained on. ``None`` without ``--init_from``, or when the source does not
-    record its tokenizer and ``--vqvae_path`` names one. Refuses, before any work, a source without a tokenizer, one
-    of the other kind than ``--tokenizer`` and a ``--vqvae_path`` with other weights."""
+    record its tokenizer and ``--tokenizer_path`` names one. Refuses, before any work, a source without a tokenizer, one
+    of the other kind than ``--tokenizer`` and a ``--tokenizer_path`` with other weights."""
     if initial is None:
         return None
     source = initial.tokenizer
-    given = getattr(args, "vqvae_path", None)
+    given = getattr(args, "tokenizer_path", None)
     if source is None:
         if given is None:
             raise ValueError(f"--init_from {args.init_from}: the tokenizer its model read is not there (no vqvae/ or "
-                             "vae/ beside an export, no tokenizer/ or recorded --vqvae_path beside a checkpoint); "
-                             "pass it with --vqvae_path")
+                             "vae/ beside an export, no tokenizer/ or recorded --tokenizer_path beside a checkpoint); "
+                             "pass it with --tokenizer_path")
         return None
     kind, found = getattr(args, "tokenizer", "vq"), tokenizer_kind(source)
     if found != kind:
@@ -85,8 +88,8 @@ def fine_tuning_tokenizer(args: argparse.Namespace, initial: InitialWeights | No
         weights = "diffusion_pytorch_model.safetensors"
         mine, theirs = load_file(str(Path(given) / weights)), load_file(str(source / weights))
         if set(mine) != set(theirs) or any(not torch.equal(mine[k], theirs[k]) for k in mine):
-            raise ValueError(f"--vqvae_path {given} is not the tokenizer the --init_from model read ({source}); a "
-                             "fine-tuned model keeps its tokenizer: leave --vqvae_path out")
+            raise ValueError(f"--tokenizer_path {given} is not the tokenizer the --init_from model read ({source}); a "
+                             "fine-tuned model keeps its tokenizer: leave --tokenizer_path out")
     return source
 
 
@@ -96,7 +99,7 @@ def load_tokenizer(path: str | Path) -> VQModel | AutoencoderKL:
 
 
 def check_tokenizer_kind(args: argparse.Namespace, allow_kl: bool) -> None:
-    """Refuse ``--tokenizer kl`` where it is not allowed, bad KL flags, and a ``--vqvae_path`` of the other kind."""
+    """Refuse ``--tokenizer kl`` where it is not allowed, bad KL flags, and a ``--tokenizer_path`` of the other kind."""
     kind = getattr(args, "tokenizer", "vq")
     if kind == "kl" and not allow_kl:
         raise ValueError("--tokenizer kl: this model predicts codebook indices, which a KL tokenizer does not have; "
@@ -104,14 +107,14 @@ def check_tokenizer_kind(args: argparse.Namespace, allow_kl: bool) -> None:
     if kind == "kl" and (kl_latent_channels(args) < 1 or not 0 <= args.kl_weight < float("inf")):
         raise ValueError(f"--kl_latent_channels must be at least 1 and --kl_weight a finite number >= 0, got "
                          f"{kl_latent_channels(args)} and {args.kl_weight}")
-    path = getattr(args, "vqvae_path", None)
+    path = getattr(args, "tokenizer_path", None)
     if path is not None and not Path(path, "config.json").is_file():
         exports = [name for name in ("vqvae", "vae", "tokenizer") if Path(path, name, "config.json").is_file()]
         hint = f"; it is a run or pipeline export: pass {Path(path, exports[0])}" if exports else ""
-        raise ValueError(f"--vqvae_path {path} holds no tokenizer (no config.json there){hint}")
+        raise ValueError(f"--tokenizer_path {path} holds no tokenizer (no config.json there){hint}")
     if path is not None and Path(path, "config.json").is_file():
-        found = tokenizer_kind(args.vqvae_path)
+        found = tokenizer_kind(args.tokenizer_path)
         if found != kind:
-            raise ValueError(f"--vqvae_path {args.vqvae_path} holds a {TOKENIZER_CLASSES[found].__name__} but "
+            raise ValueError(f"--tokenizer_path {args.tokenizer_path} holds a {TOKENIZER_CLASSES[found].__name__} but "
                              f"--tokenizer is {kind}; pass --tokenizer {found}"
                              + ("" if allow_kl or found == "vq" else " (not available to this model)"))

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..atomic_io import atomic_write_text
+from ..option_names import renamed_options
 from ..training.run_directory import EXPORT_STATE_NAME, RunDirectory
 
 RECORD_NAME = "study_run.json"
@@ -51,7 +52,7 @@ def changes(run: StudyRun, steps: int | None) -> list[str]:
     if not path.is_file():
         return ["no record of the study options it trained with"]
     record = json.loads(path.read_text())
-    before, now = record["identity"], json.loads(run.identity)
+    before, now = _renamed(record["identity"]), _renamed(json.loads(run.identity))
     found = _differences(before, now)
     if steps is not None and record.get("steps") is not None and steps < record["steps"]:
         found.append(f"steps {record['steps']} -> {steps}")
@@ -73,6 +74,16 @@ def check_unchanged(runs: Sequence[StudyRun], steps: dict[str, int | None], sour
             "options they did not train with. To train them again under the new definition, remove their "
             "directories (listed above) and rerun; or run the changed study into another --output_dir."
         )
+
+
+def _renamed(identity: Any) -> Any:
+    """``identity`` with every ``flags`` mapping in it under the options' current names: a run recorded before an
+    option's rename (``vq_steps``) is the same run as one the study file now gives the new name
+    (``tokenizer_steps``)."""
+    if isinstance(identity, dict):
+        return {key: _renamed(renamed_options(value) if key == "flags" and isinstance(value, dict) else value)
+                for key, value in identity.items()}
+    return identity
 
 
 def _differences(before: dict[str, Any], now: dict[str, Any]) -> list[str]:

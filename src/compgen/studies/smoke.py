@@ -18,7 +18,8 @@ SMOKE_FLAGS: dict[str, Any] = {"train_batch_size": 8, "eval_steps": 2, "eval_ima
 SMOKE_TOKEN_MODEL_FLAGS: dict[str, Any] = {"hidden_size": 16, "num_layers": 2, "num_heads": 2,
                                            "eval_inference_steps": 2}
 """Flags of every token model's cells (they replace the model's own)."""
-SMOKE_TOKENIZER_FLAGS: dict[str, Any] = {"vq_block_out_channels": "8,8,8", "vq_embed_dim": 4, "codebook_size": 32,
+SMOKE_TOKENIZER_FLAGS: dict[str, Any] = {"tokenizer_block_out_channels": "8,8,8", "tokenizer_embed_dim": 4,
+                                         "codebook_size": 32,
                                          "max_train_steps": 2, "train_batch_size": 8}
 """Flags of every tokenizer."""
 

@@ -180,7 +180,7 @@ class Study:
             if not self.path(model["script"]).is_file():
                 raise ValueError(f"{where}: no script at {self.path(model['script'])}")
             expect(model.get("tokens", False), (bool, str), f"{where}: tokens")
-            reserved = STUDY_FLAGS | ({"vqvae_path": "its tokenizer"} if model.get("tokens") else {})
+            reserved = STUDY_FLAGS | ({"tokenizer_path": "its tokenizer"} if model.get("tokens") else {})
             expect_flags(model.get("flags", {}), f"{where}: flags", reserved)
             self._validate_fine_tuning(name, model, where)
             if "conditioning" in model:
@@ -375,7 +375,7 @@ class Study:
                             "dataset": self._dataset_definition(dataset), "tokenizer": None}
                 tokenizer = self.model_tokenizer(model)
                 if tokenizer is not None:
-                    flags["vqvae_path"] = str(self.tokenizer_dir(output_dir, dataset, tokenizer))
+                    flags["tokenizer_path"] = str(self.tokenizer_dir(output_dir, dataset, tokenizer))
                     identity["tokenizer"] = self._tokenizer_identity(dataset, tokenizer)
                 source = None
                 if "init_from" in model:  # the same seed and mode of the source model, on its one dataset

@@ -48,7 +48,7 @@ class InitialWeights:
     ``model_config.json``; empty for a checkpoint written before compgen recorded them)."""
     tokenizer: Path | None = None
     """The tokenizer the source's model read (an export's ``vqvae/`` or ``vae/``; for a checkpoint, its run's
-    ``--vqvae_path`` or ``tokenizer/``), if any."""
+    ``--tokenizer_path`` or ``tokenizer/``), if any."""
 
     def check_model_class(self, model_class: type) -> None:
         """Refuse, before any work, weights of another architecture than ``model_class`` (as far as recorded)."""

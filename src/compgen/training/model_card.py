@@ -15,7 +15,8 @@ from ..concepts import ConceptGraph
 from ..evaluation.curves import first_step_at
 
 PLOT_NAME = "learning_dynamics.png"
-LOCAL_OPTIONS = ("cache_dir", "celeba_dir", "celeba_parquet", "probes_path", "vqvae_path", "dataset", "peer_dir")
+LOCAL_OPTIONS = ("cache_dir", "celeba_dir", "celeba_parquet", "probes_path", "tokenizer_path", "vqvae_path",
+                 "dataset", "peer_dir")
 """Options that name places on one machine: kept in the run's checkpoints, never published in a model card."""
 THRESHOLD = 0.9
 CELEBA_LICENSE_NAME = "celeba-dataset-release-agreement"

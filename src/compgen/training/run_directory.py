@@ -18,6 +18,7 @@ from typing import Any
 
 from ..atomic_io import atomic_write_text
 from ..evaluation.tracker import read_log
+from ..option_names import renamed_options
 from .checkpoint import CHECKPOINTS_DIR, CheckpointError, list_checkpoints, read_trainer_state
 from .config import LENGTH_FREE_LR_SCHEDULES, RUN_OPTIONS, TrainingConfig
 
@@ -99,6 +100,8 @@ class RunDirectory:
         checkpoint at ``path``: the same training options (all but :data:`RUN_OPTIONS`), the same number of
         processes, and the same length if anything runs over it (the learning rate or one of ``task_schedules``)."""
         saved = trainer_state.get("config", {})
+        if isinstance(saved.get("extra"), dict):  # a checkpoint written before an option's rename: its old name
+            saved = saved | {"extra": renamed_options(saved["extra"])}
         fingerprint = trainer_state.get("fingerprint")
         if fingerprint is not None and fingerprint != config.fingerprint():
             ours = config.to_json_dict()
