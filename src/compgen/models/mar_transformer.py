@@ -19,10 +19,10 @@ from diffusers.models.modeling_utils import ModelMixin  # noqa: F401 (diffusers'
 from diffusers.utils import BaseOutput
 from torch import nn
 
-from .concept_embedding import SinusoidalTimesteps, broadcast_timesteps
 from .config_bounds import check_config_bounds
 from .masked_latent_transformer import MaskedLatentTransformer
 from .standardized_latents import check_latent_statistics
+from .timestep_embedding import SinusoidalTimesteps, broadcast_timesteps
 
 
 class _AdaLNBlock(nn.Module):

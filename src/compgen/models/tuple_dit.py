@@ -21,9 +21,10 @@ from diffusers.models.modeling_utils import ModelMixin
 from diffusers.models.unets.unet_2d import UNet2DOutput
 from torch import nn
 
-from .concept_embedding import ConceptConditionedMixin, SinusoidalTimesteps, broadcast_timesteps
+from .concept_embedding import ConceptConditionedMixin
 from .config_bounds import check_config_bounds
 from .standardized_latents import StandardizedLatentsMixin, check_latent_statistics
+from .timestep_embedding import SinusoidalTimesteps, broadcast_timesteps
 from .transformer_block import LegacyBlockWeightsMixin, transformer_blocks
 
 

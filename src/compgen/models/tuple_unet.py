@@ -26,8 +26,9 @@ from diffusers.models.modeling_utils import ModelMixin
 from diffusers.models.unets.unet_2d import UNet2DOutput
 from torch import nn
 
-from .concept_embedding import ConceptConditionedMixin, ConceptEmbedding, SinusoidalTimesteps, broadcast_timesteps
+from .concept_embedding import ConceptConditionedMixin, ConceptEmbedding
 from .config_bounds import check_config_bounds
+from .timestep_embedding import SinusoidalTimesteps, broadcast_timesteps
 
 CONCEPT_MODULATIONS = ("multiply", "film", "add")
 BLOCK_TYPES = ("residual", "paper")
