@@ -127,6 +127,10 @@ models:
     ({"models": {"u": {"script": UNET, "tokens": "yes"}}}, "tokens 'yes' names no entry of tokenizers"),
     ({"models": {"u": {"script": UNET, "tokens": 1}}}, "tokens must be true or false or a string"),
     ({"flags": {"block_out_channels": [8, 16]}}, "block_out_channels must be a string"),
+    ({"tokenizer": {"script": UNET}, "models": {"m": {"script": UNET, "tokens": True,
+                                                      "flags": {"tokenizer_path": "x"}}}}, "tokenizer_path is set by"),
+    ({"tokenizer": {"script": UNET}, "models": {"m": {"script": UNET, "tokens": True,
+                                                      "flags": {"vqvae_path": "x"}}}}, "vqvae_path is set by"),
 ])
 def test_study_values_are_checked_naming_the_key(changes, message):
     with pytest.raises(ValueError, match=message):

@@ -180,7 +180,8 @@ class Study:
             if not self.path(model["script"]).is_file():
                 raise ValueError(f"{where}: no script at {self.path(model['script'])}")
             expect(model.get("tokens", False), (bool, str), f"{where}: tokens")
-            reserved = STUDY_FLAGS | ({"tokenizer_path": "its tokenizer"} if model.get("tokens") else {})
+            tokenizer_flags = {"tokenizer_path": "its tokenizer", "vqvae_path": "its tokenizer"}  # and the old name
+            reserved = STUDY_FLAGS | (tokenizer_flags if model.get("tokens") else {})
             expect_flags(model.get("flags", {}), f"{where}: flags", reserved)
             self._validate_fine_tuning(name, model, where)
             if "conditioning" in model:
