@@ -16,7 +16,7 @@ from diffusers import AutoencoderKL, DDPMScheduler, VQModel
 
 from ...models.tuple_dit import TupleConditionedDiT
 from .ddpm import DDPMTask
-from .latent_tokenizer import LatentTokenizerMixin
+from .latent_tokenizer import LatentTokenizerMixin, standardized_training_latents
 
 
 class DiTTask(LatentTokenizerMixin, DDPMTask):
@@ -46,12 +46,8 @@ class DiTTask(LatentTokenizerMixin, DDPMTask):
 
         check_unclipped_scheduler(scheduler)
         super().__init__(transformer, scheduler, eval_inference_steps, eval_batch_size, use_full_conditioning)
-        expected = (transformer.config.latent_channels, transformer.config.grid_size, transformer.config.grid_size)
-        if train_latents.ndim != 4 or tuple(train_latents.shape[1:]) != expected:
-            raise ValueError(f"train_latents must be (N, {', '.join(map(str, expected))}), "
-                             f"got {tuple(train_latents.shape)}")
         self.tokenizer = tokenizer.eval().requires_grad_(False)
-        self.train_latents = transformer.normalize_latents(train_latents.float())
+        self.train_latents = standardized_training_latents(transformer, train_latents)
         self.tokenizer_report = tokenizer_report
 
     def clean_samples(self, batch):

@@ -48,6 +48,16 @@ def latent_model_options(tokenizer: VQModel | AutoencoderKL, images: torch.Tenso
     return latents, {"latent_channels": latents.shape[1], "latent_mean": mean, "latent_std": std}
 
 
+def standardized_training_latents(transformer, train_latents: torch.Tensor) -> torch.Tensor:
+    """The training images' latents ``(N, C, g, g)`` checked against ``transformer``'s grid and standardized by its
+    latent statistics: what a latent diffusion task (the DiT's DDPM, its flow matching) diffuses."""
+    expected = (transformer.config.latent_channels, transformer.config.grid_size, transformer.config.grid_size)
+    if train_latents.ndim != 4 or tuple(train_latents.shape[1:]) != expected:
+        raise ValueError(f"train_latents must be (N, {', '.join(map(str, expected))}), "
+                         f"got {tuple(train_latents.shape)}")
+    return transformer.normalize_latents(train_latents.float())
+
+
 class LatentTokenizerMixin:
     """What the tasks over a frozen tokenizer's continuous latents (the DiT's, GIVT's) share: the tokenizer's kind, the
     pipeline components that hold it, and the model card's reconstruction table."""
