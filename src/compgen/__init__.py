@@ -44,6 +44,7 @@ _LAZY_EXPORTS: dict[str, str] = {
     "MaskGITPipeline": "compgen.pipelines.maskgit",
     "TupleConditionedDiT": "compgen.models.tuple_dit",
     "TupleConditionedDiTPipeline": "compgen.pipelines.tuple_dit",
+    "TupleConditionedFlowDiTPipeline": "compgen.pipelines.flow_dit",
     "GIVTTransformer": "compgen.models.givt_transformer",
     "GIVTPipeline": "compgen.pipelines.givt",
     "MARTransformer": "compgen.models.mar_transformer",

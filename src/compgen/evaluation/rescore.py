@@ -39,6 +39,7 @@ PIPELINES = {
     "TupleConditionedDDPMPipeline": ("compgen.pipelines.tuple_ddpm", "unet"),
     "MaskGITPipeline": ("compgen.pipelines.maskgit", "transformer"),
     "TupleConditionedDiTPipeline": ("compgen.pipelines.tuple_dit", "transformer"),
+    "TupleConditionedFlowDiTPipeline": ("compgen.pipelines.flow_dit", "transformer"),
     "GIVTPipeline": ("compgen.pipelines.givt", "transformer"),
     "MARPipeline": ("compgen.pipelines.mar", "transformer"),
 }

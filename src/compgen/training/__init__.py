@@ -4,14 +4,25 @@ The loop (``trainer.py``) with its options (``config.py``), seeded batches (``ba
 (``state.py``, ``checkpoint.py``, ``run_directory.py``), EMA weights, acceleration and time profile, the weights a
 fine-tuning run starts from (``fine_tuning.py``), and the end of a run (``export.py``: the pipeline, its model card
 (``model_card.py``) and the Hub push). What each model adds to the loop is a task in :mod:`compgen.training.tasks`
-(:class:`DDPMTask`, :class:`MaskGITTask`, :class:`DiTTask`, :class:`GIVTTask`, :class:`MARTask`, and the tokenizers'
-:class:`VQTask` and :class:`KLTask`). Setting a run up from the command line (options, output directory, data,
-probes, ``--init_from``, a token model's tokenizer) is :mod:`compgen.launch`, which sits above this package.
+(:class:`DDPMTask`, :class:`MaskGITTask`, :class:`DiTTask`, :class:`FlowMatchingDiTTask`, :class:`GIVTTask`,
+:class:`MARTask`, and the tokenizers' :class:`VQTask` and :class:`KLTask`). Setting a run up from the command line
+(options, output directory, data, probes, ``--init_from``, a token model's tokenizer) is :mod:`compgen.launch`, which
+sits above this package.
 """
 
 from .config import TrainingConfig
-from .tasks import DDPMTask, DiTTask, GIVTTask, KLTask, MARTask, MaskGITTask, TrainingTask, VQTask
+from .tasks import (
+    DDPMTask,
+    DiTTask,
+    FlowMatchingDiTTask,
+    GIVTTask,
+    KLTask,
+    MARTask,
+    MaskGITTask,
+    TrainingTask,
+    VQTask,
+)
 from .trainer import Trainer
 
-__all__ = ["DDPMTask", "DiTTask", "GIVTTask", "KLTask", "MARTask", "MaskGITTask", "Trainer", "TrainingConfig",
-           "TrainingTask", "VQTask"]
+__all__ = ["DDPMTask", "DiTTask", "FlowMatchingDiTTask", "GIVTTask", "KLTask", "MARTask", "MaskGITTask", "Trainer",
+           "TrainingConfig", "TrainingTask", "VQTask"]

@@ -1,0 +1,168 @@
+"""Training task for the diffusion transformer by flow matching (rectified flow, as diffusers trains Stable Diffusion 3)
+over a frozen tokenizer's standardized latents: the DiT's continuous rung with DDPM's objective replaced.
+
+For clean latents ``x0`` and noise ``n``, a noise level ``sigma`` is drawn per example, the model sees ``x_sigma =
+(1 - sigma) x0 + sigma n`` (``FlowMatchEulerDiscreteScheduler.scale_noise``) at timestep ``sigma *
+num_train_timesteps`` and regresses the velocity ``n - x0`` (mean squared error, unweighted). As diffusers' SD3
+training script does, ``sigma`` is one of the scheduler's training sigmas (``num_train_timesteps`` of them, shifted by
+its ``shift``), indexed by a draw ``u`` in [0, 1): ``uniform`` (rectified flow's, Liu et al. 2023, and the DDPM DiT's
+uniform timestep: the default, so that the rung changes the objective and nothing else) or ``logit_normal``
+(``sigmoid(N(logit_mean, logit_std))``, SD3's default ``weighting_scheme``, which trains most at intermediate noise).
+Here ``u`` indexes the sigmas in increasing order, so a larger ``logit_mean`` trains more at high noise, as in the SD3
+paper (Esser et al. 2024, Sec. 3.1).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler, VQModel
+
+from ...models.tuple_dit import TupleConditionedDiT
+from ..acceleration import compiled_for_sampling, to_device
+from .base import TrainingTask, sample_in_batches
+from .latent_tokenizer import LatentTokenizerMixin, standardized_training_latents
+
+WEIGHTING_SCHEMES = ("uniform", "logit_normal")
+"""How the training noise level is drawn (the names of diffusers' ``compute_density_for_timestep_sampling``)."""
+
+
+class FlowMatchingDiTTask(LatentTokenizerMixin, TrainingTask):
+    """Flow matching on the tokenizer's standardized latents; samples integrate the flow with Euler steps
+    (:class:`~compgen.pipelines.flow_dit.TupleConditionedFlowDiTPipeline`) and decode through the tokenizer.
+
+    Args:
+        transformer: The DiT (its config holds the latent statistics); it predicts the velocity.
+        tokenizer: The frozen tokenizer, a ``VQModel`` or an ``AutoencoderKL``.
+        scheduler: A ``FlowMatchEulerDiscreteScheduler``: the training sigmas and timesteps, and the sampler.
+        train_latents: ``(N, C, g, g)`` latents of the training images (row ``i`` for ``batch["index"] == i``).
+        weighting_scheme: ``"uniform"`` or ``"logit_normal"``: how the training noise level is drawn.
+        logit_mean, logit_std: The logit-normal draw's mean and standard deviation (``logit_normal`` only).
+        eval_inference_steps: Euler steps of the evaluation's samples.
+        eval_guidance_scale: Classifier-free guidance of the evaluation's samples (1: none).
+        tokenizer_report: The tokenizer's reconstruction report, for the model card's reconstruction table.
+    """
+
+    def __init__(
+        self,
+        transformer: TupleConditionedDiT,
+        tokenizer: VQModel | AutoencoderKL,
+        scheduler: FlowMatchEulerDiscreteScheduler,
+        train_latents: torch.Tensor,
+        weighting_scheme: str = "uniform",
+        logit_mean: float = 0.0,
+        logit_std: float = 1.0,
+        eval_inference_steps: int = 20,
+        eval_batch_size: int = 400,
+        use_full_conditioning: bool | None = None,
+        eval_guidance_scale: float = 1.0,
+        tokenizer_report: dict[str, Any] | None = None,
+    ) -> None:
+        from ...pipelines.flow_dit import check_flow_scheduler
+
+        self.check_options(weighting_scheme, logit_mean, logit_std)
+        if not isinstance(scheduler, FlowMatchEulerDiscreteScheduler):
+            raise ValueError(f"the flow-matching task trains on a FlowMatchEulerDiscreteScheduler's sigmas, got "
+                             f"{type(scheduler).__name__}")
+        check_flow_scheduler(scheduler)
+        if eval_inference_steps < 1:
+            raise ValueError(f"eval_inference_steps must be at least 1, got {eval_inference_steps}")
+        self.model = transformer
+        self.scheduler = scheduler
+        self.tokenizer = tokenizer.eval().requires_grad_(False)
+        self.train_latents = standardized_training_latents(transformer, train_latents)
+        self.weighting_scheme, self.logit_mean, self.logit_std = weighting_scheme, logit_mean, logit_std
+        self.eval_inference_steps = eval_inference_steps
+        self.eval_batch_size = eval_batch_size
+        self.eval_guidance_scale = eval_guidance_scale
+        self.use_full_conditioning = self.full_conditioning(transformer, use_full_conditioning)
+        self.tokenizer_report = tokenizer_report
+        # The scheduler's training table (before any set_timesteps), increasing: sigma_i, and timestep_i = sigma_i *
+        # num_train_timesteps. Held by the task, they move to the device with it.
+        table = FlowMatchEulerDiscreteScheduler.from_config(scheduler.config)
+        self.train_sigmas = table.sigmas.flip(0).float()
+        self.train_timesteps = table.timesteps.flip(0).float()
+
+    @staticmethod
+    def check_options(weighting_scheme: str = "uniform", logit_mean: float = 0.0, logit_std: float = 1.0) -> None:
+        """The noise-level draw's options (the script's ``--weighting_scheme``, ``--logit_mean``, ``--logit_std``)."""
+        if weighting_scheme not in WEIGHTING_SCHEMES:
+            raise ValueError(f"unsupported weighting_scheme {weighting_scheme!r}; use one of {WEIGHTING_SCHEMES}")
+        if not math.isfinite(logit_mean) or not math.isfinite(logit_std) or logit_std <= 0:
+            raise ValueError(f"logit_mean must be a finite number and logit_std a finite number > 0, got {logit_mean} "
+                             f"and {logit_std}")
+
+    def draw_noise_levels(self, batch_size: int, generator: torch.Generator) -> torch.LongTensor:
+        """Indices ``(B,)`` into the training sigmas (increasing), drawn on the CPU from ``generator``."""
+        if self.weighting_scheme == "logit_normal":
+            u = torch.sigmoid(self.logit_mean + self.logit_std * torch.randn(batch_size, generator=generator))
+        else:
+            u = torch.rand(batch_size, generator=generator)
+        count = len(self.train_sigmas)
+        return (u * count).long().clamp(max=count - 1)
+
+    def compute_loss(self, model, batch, generator, step):
+        latents = self.train_latents[batch["index"]]
+        device = latents.device
+        noise = to_device(torch.randn(latents.shape, generator=generator), device).to(latents.dtype)
+        indices = to_device(self.draw_noise_levels(len(latents), generator), device)
+        shape = (len(latents),) + (1,) * (latents.ndim - 1)
+        sigma = self.train_sigmas[indices].to(latents.dtype).reshape(shape)
+        noisy = (1 - sigma) * latents + sigma * noise  # scheduler.scale_noise
+        conditioning = self.training_conditioning(self.model, batch, generator)
+        prediction = model(noisy, self.train_timesteps[indices], conditioning.pop("concepts"), **conditioning).sample
+        return F.mse_loss(prediction.float(), (noise - latents).float()), {}
+
+    def pipeline(self, transformer, scheduler=None):
+        from ...pipelines.flow_dit import TupleConditionedFlowDiTPipeline
+
+        return TupleConditionedFlowDiTPipeline(transformer=transformer, scheduler=scheduler or self.scheduler,
+                                               **self.tokenizer_components())
+
+    def eval_sampling(self) -> dict[str, Any]:
+        guided = {"guidance_scale": self.eval_guidance_scale} if self.eval_guidance_scale != 1.0 else {}
+        return super().eval_sampling() | guided
+
+    @torch.no_grad()
+    def generate(self, model, concepts, seed):
+        # A fresh scheduler per evaluation (set_timesteps changes a scheduler's tables); with --torch_compile the
+        # transformer is compiled once for sampling and every step replays it.
+        denoiser = compiled_for_sampling(model, self.sampling_compile_mode)
+        pipe = self.pipeline(denoiser, FlowMatchEulerDiscreteScheduler.from_config(self.scheduler.config))
+        return sample_in_batches(pipe, model, concepts, seed, self.eval_batch_size, **self.eval_sampling())
+
+    def save_pretrained(self, model, output_dir: Path) -> None:
+        self.pipeline(model).save_pretrained(output_dir, safe_serialization=True)
+
+    def model_card_details(self) -> dict[str, Any]:
+        config = self.model.config
+        kl = self.tokenizer_kind == "kl"
+        draw = ("uniform" if self.weighting_scheme == "uniform"
+                else f"logit-normal (mean {self.logit_mean}, std {self.logit_std})")
+        return {
+            "model_name": "TupleConditionedDiT (flow matching over tokenizer latents)",
+            "pipeline_class": "TupleConditionedFlowDiTPipeline",
+            "tags": ["dit", "flow-matching", "rectified-flow", self.tokenizer_kind],
+            "hyperparameters": {
+                "objective": "flow matching (rectified flow: velocity noise - x0, MSE) over the tokenizer's "
+                             "continuous latents",
+                "tokenizer": self.tokenizer_description(),
+                "hidden_size": config.hidden_size,
+                "num_layers": config.num_layers,
+                "num_heads": config.num_heads,
+                "grid_size": config.grid_size,
+                "latent_channels": config.latent_channels,
+                "conditioning": f"{config.conditioning}, as concept tokens (time as one more token)",
+                "concept_dropout": config.concept_dropout,
+                "num_train_timesteps": self.scheduler.config.num_train_timesteps,
+                "shift": self.scheduler.config.shift,
+                "noise_level_draw": draw,
+                "eval_sampler": f"Euler (FlowMatchEulerDiscreteScheduler), {self.eval_inference_steps} steps, "
+                                + ("KL decoding" if kl else "codebook-snapped decoding"),
+            },
+            "sections": self.tokenizer_sections(),
+        }
