@@ -32,6 +32,7 @@ from compgen import (
     MaskGITTransformer,
     TupleConditionedDiT,
     TupleConditionedDiTPipeline,
+    TupleConditionedFlowDiTPipeline,
     TupleConditionedUNet2DModel,
     shapes_space,
 )
@@ -39,11 +40,13 @@ from compgen.models.kl_tokenizer import build_kl_tokenizer
 from compgen.models.masked_latent_transformer import MaskedLatentTransformer
 from compgen.models.vq_tokenizer import build_vq_tokenizer
 from compgen.pipelines.concept_inputs import ConceptInputs, prepare_concept_inputs
+from compgen.pipelines.flow_dit import flow_matching_scheduler
 from compgen.pipelines.tuple_ddpm import TupleConditionedDDPMPipeline
 from compgen.shapes import shapes_continuous_concepts
 from compgen.training.tasks.base import TrainingTask
 from compgen.training.tasks.ddpm import DDPMTask
 from compgen.training.tasks.dit import DiTTask
+from compgen.training.tasks.flow_matching import FlowMatchingDiTTask
 from compgen.training.tasks.givt import GIVTTask
 from compgen.training.tasks.kl_tokenizer import KLTask
 from compgen.training.tasks.latent_tokenizer import precompute_latents
@@ -238,6 +241,28 @@ def dit_task(make_tokenizer: Callable[[], VQModel | AutoencoderKL]) -> Callable[
     return build
 
 
+def flow_dit_pipeline(model: TupleConditionedDiT) -> DiffusionPipeline:
+    """The same DiT trained by flow matching: its pipeline integrates the velocity with Euler steps."""
+    return TupleConditionedFlowDiTPipeline(vqvae=tokenizer(), transformer=model, scheduler=flow_matching_scheduler(50))
+
+
+def flow_dit_kl_pipeline(model: TupleConditionedDiT) -> DiffusionPipeline:
+    return TupleConditionedFlowDiTPipeline(vqvae=None, vae=kl_tokenizer(), transformer=model,
+                                           scheduler=flow_matching_scheduler(50))
+
+
+def flow_dit_task(make_tokenizer: Callable[[], VQModel | AutoencoderKL]) -> Callable[..., FlowMatchingDiTTask]:
+    """The DiT's flow-matching task over a frozen tokenizer's latents (logit-normal noise levels: the other draw than
+    the default, which ``test_flow_dit`` covers)."""
+
+    def build(model: TupleConditionedDiT, images: torch.Tensor) -> FlowMatchingDiTTask:
+        frozen = make_tokenizer()
+        return FlowMatchingDiTTask(model, frozen, flow_matching_scheduler(50), precompute_latents(frozen, images),
+                                   weighting_scheme="logit_normal", eval_inference_steps=3)
+
+    return build
+
+
 def givt() -> GIVTTransformer:
     torch.manual_seed(0)
     model = GIVTTransformer(**latent_options(), num_mixtures=2).eval()
@@ -347,6 +372,9 @@ TABLE = [
            {"": maskgit_task(0.0), "jepa": maskgit_task(0.6)}, maskgit_pipeline),
     Family("tuple-dit", TupleConditionedDiT, dit, dit_forward, {"": dit_task(tokenizer)}, dit_pipeline),
     Family("tuple-dit-kl", TupleConditionedDiT, dit, dit_forward, {"": dit_task(kl_tokenizer)}, dit_kl_pipeline),
+    Family("flow-dit", TupleConditionedDiT, dit, dit_forward, {"": flow_dit_task(tokenizer)}, flow_dit_pipeline),
+    Family("flow-dit-kl", TupleConditionedDiT, dit, dit_forward, {"": flow_dit_task(kl_tokenizer)},
+           flow_dit_kl_pipeline),
     Family("givt", GIVTTransformer, givt, givt_forward, {"": givt_task}, givt_pipeline),
     Family("mar", MARTransformer, mar, mar_forward, {"": mar_task}, mar_pipeline),
     Family("vq-tokenizer", VQModel, tokenizer, tokenizer_forward, {"": vq_task}, inputs=image_inputs,
@@ -356,7 +384,8 @@ TABLE = [
     Family("kl-tokenizer", AutoencoderKL, kl_tokenizer, tokenizer_forward, {"": kl_task}, inputs=image_inputs,
            excluded={**dict.fromkeys(PIPELINE_CONTRACTS, NO_PIPELINE), "token-blocks": NO_BLOCKS}),
 ]
-"""Every family, one row each (the DiT has a row per tokenizer kind: its pipeline saves and reloads either)."""
+"""Every family, one row each (the DiT has a row per tokenizer kind: its pipeline saves and reloads either; and a row
+per objective, DDPM and flow matching: one model class, two pipelines and tasks)."""
 
 FAMILIES = [pytest.param(family, id=family.id) for family in TABLE]
 TASK_CASES = [case for family in TABLE for case in family.task_cases()]

@@ -59,7 +59,7 @@ def test_every_training_step_compiles_whole_and_matches_eager(family: Family, va
             torch.testing.assert_close(grad, eager, rtol=1e-3, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["tuple-unet", "tuple-dit"])
+@pytest.mark.parametrize("name", ["tuple-unet", "tuple-dit", "flow-dit"])
 def test_sampling_runs_compiled_with_the_eager_result(name, monkeypatch):
     torch.manual_seed(0)
     task = task_of(FAMILY[name])
