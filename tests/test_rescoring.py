@@ -90,17 +90,14 @@ def test_gate_diagnostics_report_every_class_and_decoder_stage(unet_run, tmp_pat
     assert (tmp_path / "gates.md").read_text().count("| 111 | 2 |") == 2
 
 
-@pytest.mark.parametrize("old, new", [("evaluate", "rescore"), ("results", "results_folder")])
-def test_the_old_command_names_still_run_with_a_warning(old, new):
-    """``python -m compgen.evaluation.rescore`` and ``... .results`` (the old names) still reach the renamed commands
-    for a release, with a FutureWarning naming the new module."""
+@pytest.mark.parametrize("old", ["evaluate", "results"])
+def test_the_removed_command_names_are_gone(old):
+    """Issue 43: the deprecated aliases ``compgen.evaluation.evaluate`` and ``.results`` (now ``rescore`` and
+    ``results_folder``) are removed after their release."""
     import importlib
-    import sys
 
-    sys.modules.pop(f"compgen.evaluation.{old}", None)
-    with pytest.warns(FutureWarning, match=f"now compgen.evaluation.{new}"):
-        alias = importlib.import_module(f"compgen.evaluation.{old}")
-    assert alias.main is importlib.import_module(f"compgen.evaluation.{new}").main
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(f"compgen.evaluation.{old}")
 
 
 @pytest.mark.parametrize("script", ["examples/train_givt.py", "examples/train_mar.py"])
