@@ -24,6 +24,7 @@ import json
 import time
 
 import torch
+from compgen.training.script import load_probes
 
 from compgen import TupleConditionedDiT
 from compgen.data.loading import load_concept_dataset, training_data_from
@@ -32,7 +33,6 @@ from compgen.models.vq_tokenizer import token_grid_size
 from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
 from compgen.training.dit_task import DiTTask, latent_statistics, precompute_latents
 from compgen.training.ema import ExponentialMovingAverage, MomentumSchedule
-from compgen.training.script import load_probes
 
 
 def main() -> None:
