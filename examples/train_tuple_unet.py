@@ -86,7 +86,9 @@ def check_arguments(args: argparse.Namespace, initial: InitialWeights | None) ->
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be at least 1, got {getattr(args, name)}")
     TupleConditionedUNet2DModel.check_options(concept_dropout=args.concept_dropout, block_type=args.block_type,
-                                              layers_per_block=args.layers_per_block)
+                                              layers_per_block=args.layers_per_block,
+                                              concept_modulation=args.concept_modulation,
+                                              concept_embedding_init=args.concept_embedding_init)
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -96,6 +98,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--concept_dropout", type=float, default=0.0)
     parser.add_argument("--concept_modulation", default="multiply", choices=["multiply", "film", "add"],
                         help="how concepts enter the decoder: h*e+t (Paper A), h*(1+e)+t, or h+e+t")
+    parser.add_argument("--concept_embedding_init", default="normal", choices=["normal", "zero"],
+                        help="zero: every concept embeds to 0 at initialisation (with film or add modulation)")
     parser.add_argument("--num_train_timesteps", type=int, default=500)
     parser.add_argument("--prediction_type", default="epsilon", choices=["epsilon", "v_prediction", "sample"])
     parser.add_argument("--layers_per_block", type=int, default=2)
@@ -118,6 +122,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         continuous_concepts=run.continuous_concepts if args.conditioning == "full" else {},
         concept_dropout=args.concept_dropout,
         concept_modulation=args.concept_modulation,
+        concept_embedding_init=args.concept_embedding_init,
         block_type=args.block_type,
         norm_type=args.norm_type,
         num_train_timesteps=args.num_train_timesteps,

@@ -248,6 +248,7 @@ def test_fp16_without_a_gpu_is_refused(data, tmp_path):
     (["--dataset_config", "bogus"], "only applies to a local export directory or a Hub dataset"),
     (["--block_out_channels", "16,x"], "comma-separated integers"),
     (["--lr_scheduler", "sometimes"], "lr_scheduler must be one of"),
+    (["--concept_embedding_init", "zero"], "'multiply' modulation"),
 ])
 def test_bad_options_stop_the_unet_script_before_any_work(argv, message, tmp_path, capsys):
     script = load_repo_script("examples/train_tuple_unet.py")

@@ -202,3 +202,42 @@ def test_residual_layout_builds_what_it_built_before_the_paper_layout():
     names = list(unet.state_dict())
     assert names[:3] == ["conv_in.conv1.weight", "conv_in.conv1.bias", "conv_in.norm1.weight"]
     assert "time_embedding.linear_1.weight" in names and "concept_embedding.embedders.shape.weight" in names
+
+
+@pytest.mark.parametrize("layout", [{}, {"block_type": "paper", "layers_per_block": 2}])
+@pytest.mark.parametrize("modulation", ["film", "add"])
+def test_zero_concept_embedding_init_starts_unconditioned_and_learns(layout, modulation, tmp_path):
+    """``concept_embedding_init="zero"``: every concept embeds to 0, so at initialisation the output is the same for
+    every class (the decoder starts unconditioned); one step of training gives the classes apart again, and the
+    option survives a save/load round trip."""
+    unet = make_unet(conditioning="full", concept_modulation=modulation, concept_embedding_init="zero", **layout)
+    sample, timesteps, concepts = batch()
+    assert unet.concept_embedding(concepts, None, None).abs().max() == 0
+    same_image = sample[:1].expand(4, -1, -1, -1)
+    with torch.no_grad():
+        out = unet(same_image, timesteps[:1].expand(4), concepts).sample
+    torch.testing.assert_close(out, out[:1].expand_as(out))
+
+    unet.train()
+    optimizer = torch.optim.SGD(unet.parameters(), lr=0.1)
+    unet(sample, timesteps, concepts).sample.square().mean().backward()
+    optimizer.step()
+    unet.eval()
+    assert unet.concept_embedding(concepts, None, None).abs().max() > 0
+    with torch.no_grad():
+        out = unet(same_image, timesteps[:1].expand(4), concepts).sample
+    assert not torch.allclose(out[0], out[1])
+
+    unet.save_pretrained(tmp_path)
+    loaded = TupleConditionedUNet2DModel.from_pretrained(tmp_path).eval()
+    assert loaded.config.concept_embedding_init == "zero"
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(sample, timesteps, concepts).sample, unet(sample, timesteps, concepts).sample)
+
+
+def test_zero_concept_embedding_init_is_refused_with_the_multiplying_modulation():
+    with pytest.raises(ValueError, match="'multiply' modulation .* all-zero features"):
+        make_unet(concept_embedding_init="zero")
+    with pytest.raises(ValueError, match="concept_embedding_init must be one of"):
+        make_unet(concept_modulation="film", concept_embedding_init="small")
+    assert make_unet().config.concept_embedding_init == "normal"

@@ -100,6 +100,21 @@ class ConceptEmbedding(nn.Module):
             self.embedders[variable.name] = parts[0] if len(parts) == 1 else SplitEmbedder(parts)
         self.null_embedding = nn.Parameter(torch.randn(space.num_variables, embedding_dim)) if use_null else None
 
+    @torch.no_grad()
+    def zero_output_layers_(self) -> None:
+        """Set every embedder's output layer to zero (a table's rows, an MLP's last ``Linear``), so every concept
+        embeds to 0 until training moves it: with a modulation that is the identity at 0 (``h * (1 + e) + t``), the
+        network starts unconditioned and no concept's random initial embedding scales the features (DiT's
+        adaLN-Zero, Peebles & Xie 2023, Sec. 3.2). The null embeddings of concept dropout are left as they are."""
+        for module in self.embedders.values():
+            for part in module if isinstance(module, SplitEmbedder) else (module,):
+                if isinstance(part, nn.Embedding):
+                    part.weight.zero_()
+                else:
+                    last = (part.model if isinstance(part, OneHotMLP) else part)[-1]
+                    last.weight.zero_()
+                    last.bias.zero_()
+
     @property
     def num_value_dims(self) -> int:
         """Width of ``concept_values``: the continuous variables' value sizes, in variable order."""

@@ -31,6 +31,7 @@ from .config_bounds import check_config_bounds
 from .timestep_embedding import SinusoidalTimesteps, broadcast_timesteps
 
 CONCEPT_MODULATIONS = ("multiply", "film", "add")
+CONCEPT_EMBEDDING_INITS = ("normal", "zero")
 BLOCK_TYPES = ("residual", "paper")
 NORM_TYPES = ("group", "batch")
 
@@ -137,6 +138,10 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
         concept_modulation: How the summed concept embedding ``e`` enters each decoder stage with the time embedding
             ``t``: ``"multiply"`` (Paper A: ``h * e + t``), ``"film"`` (``h * (1 + e) + t``, identity at ``e = 0``,
             so no embedding can switch the features off) or ``"add"`` (``h + e + t``).
+        concept_embedding_init: ``"normal"`` (PyTorch's initialisation of the embedders: a table from N(0, 1), MLPs
+            as ``nn.Linear``) or ``"zero"`` (every embedder's output layer at zero, so each concept embeds to 0 at
+            initialisation and the decoder starts unconditioned, DiT's adaLN-Zero; only with ``"film"`` or ``"add"``,
+            which are the identity at 0, where ``"multiply"`` would switch every feature off).
         block_type: ``"residual"`` (compgen's layout) or ``"paper"`` (the official ``ContextUnet`` of Paper A's code:
             the same layers, widths and parameter count; one block per down stage and two per up stage, so
             ``layers_per_block`` must be 2; categorical concepts through an MLP on their one-hot vector).
@@ -168,6 +173,7 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
         continuous_concepts: dict[str, list[list[float]]] | None = None,
         concept_dropout: float = 0.0,
         concept_modulation: str = "multiply",
+        concept_embedding_init: str = "normal",
         block_type: str = "residual",
         norm_type: str = "group",
         num_train_timesteps: int = 500,
@@ -175,8 +181,8 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
         check_config_bounds(type(self).__name__, locals())
         super().__init__()
         space = self._register_concepts(concept_space, conditioning, continuous_concepts, concept_dropout)
-        self.check_options(concept_modulation=concept_modulation, block_type=block_type, norm_type=norm_type,
-                           layers_per_block=layers_per_block)
+        self.check_options(concept_modulation=concept_modulation, concept_embedding_init=concept_embedding_init,
+                           block_type=block_type, norm_type=norm_type, layers_per_block=layers_per_block)
         paper = block_type == "paper"
         if not block_out_channels:
             raise ValueError("block_out_channels must be non-empty")
@@ -239,6 +245,8 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
             categorical="one_hot_mlp" if paper else "table",
             split_dims=self.modulation_channels if paper else None,
         )
+        if concept_embedding_init == "zero":
+            self.concept_embedding.zero_output_layers_()
 
     def embed_time(self, timesteps: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The time embedding of ``(B,)`` timesteps: one ``(B, C_i)`` shift per decoder stage."""
@@ -250,13 +258,19 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
     @classmethod
     def check_options(cls, **options: Any) -> None:
         """The shared options (:meth:`ConceptConditionedMixin.check_options`) and the U-Net's own: the choices of
-        ``concept_modulation``, ``block_type`` and ``norm_type``; ``layers_per_block`` at least 1, and 2 with the
+        ``concept_modulation``, ``concept_embedding_init`` (``"zero"`` not with ``"multiply"``), ``block_type`` and
+        ``norm_type``; ``layers_per_block`` at least 1, and 2 with the
         paper's blocks. ``__init__`` and ``examples/train_tuple_unet.py`` both call this."""
         super().check_options(**options)
         for name, choices in (("concept_modulation", CONCEPT_MODULATIONS), ("block_type", BLOCK_TYPES),
-                              ("norm_type", NORM_TYPES)):
+                              ("norm_type", NORM_TYPES), ("concept_embedding_init", CONCEPT_EMBEDDING_INITS)):
             if name in options and options[name] not in choices:
                 raise ValueError(f"{name} must be one of {choices}, got {options[name]!r}")
+        modulation = options.get("concept_modulation", "multiply")
+        if options.get("concept_embedding_init") == "zero" and modulation == "multiply":
+            raise ValueError("concept_embedding_init='zero' embeds every concept to 0 at initialisation, which the "
+                             "'multiply' modulation (h * e + t) turns into all-zero features: use concept_modulation "
+                             "'film' or 'add'")
         layers = options.get("layers_per_block", 2)
         if layers < 1:
             raise ValueError(f"layers_per_block must be at least 1, got {layers}")

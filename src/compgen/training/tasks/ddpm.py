@@ -114,6 +114,7 @@ class DDPMTask(TrainingTask):
                 "conditioning": config.conditioning,
                 "concept_dropout": config.concept_dropout,
                 "concept_modulation": config.concept_modulation,
+                "concept_embedding_init": getattr(config, "concept_embedding_init", "normal"),
                 "block_type": getattr(config, "block_type", "residual"),
                 "norm_type": getattr(config, "norm_type", "group"),
                 "num_train_timesteps": self.scheduler.config.num_train_timesteps,
