@@ -63,27 +63,15 @@ class DiTTask(LatentTokenizerMixin, DDPMTask):
         self.pipeline(model).save_pretrained(output_dir, safe_serialization=True)
 
     def model_card_details(self) -> dict[str, Any]:
-        config = self.model.config
-        kl = self.tokenizer_kind == "kl"
+        objective = "DDPM over the tokenizer's continuous latents (Paper B's continuous counterpart)"
         return {
             "model_name": "TupleConditionedDiT (diffusion over tokenizer latents)",
             "pipeline_class": "TupleConditionedDiTPipeline",
             "tags": ["dit", "latent-diffusion", self.tokenizer_kind],
-            "hyperparameters": {
-                "objective": "DDPM over the tokenizer's continuous latents (Paper B's continuous counterpart)",
-                "tokenizer": self.tokenizer_description(),
-                "hidden_size": config.hidden_size,
-                "num_layers": config.num_layers,
-                "num_heads": config.num_heads,
-                "grid_size": config.grid_size,
-                "latent_channels": config.latent_channels,
-                "conditioning": f"{config.conditioning}, as concept tokens (time as one more token)",
-                "concept_dropout": config.concept_dropout,
-                "num_train_timesteps": self.scheduler.config.num_train_timesteps,
+            "hyperparameters": self.dit_card_hyperparameters(objective) | {
                 "beta_schedule": self.scheduler.config.beta_schedule,
                 "prediction_type": self.scheduler.config.prediction_type,
-                "eval_sampler": f"DDIM, {self.eval_inference_steps} steps, "
-                                + ("KL decoding" if kl else "codebook-snapped decoding"),
+                "eval_sampler": f"DDIM, {self.eval_inference_steps} steps, {self.decoding_description()}",
             },
             "sections": self.tokenizer_sections(),
         }

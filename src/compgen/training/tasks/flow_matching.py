@@ -139,30 +139,18 @@ class FlowMatchingDiTTask(LatentTokenizerMixin, TrainingTask):
         self.pipeline(model).save_pretrained(output_dir, safe_serialization=True)
 
     def model_card_details(self) -> dict[str, Any]:
-        config = self.model.config
-        kl = self.tokenizer_kind == "kl"
         draw = ("uniform" if self.weighting_scheme == "uniform"
                 else f"logit-normal (mean {self.logit_mean}, std {self.logit_std})")
+        objective = "flow matching (rectified flow: velocity noise - x0, MSE) over the tokenizer's continuous latents"
         return {
             "model_name": "TupleConditionedDiT (flow matching over tokenizer latents)",
             "pipeline_class": "TupleConditionedFlowDiTPipeline",
             "tags": ["dit", "flow-matching", "rectified-flow", self.tokenizer_kind],
-            "hyperparameters": {
-                "objective": "flow matching (rectified flow: velocity noise - x0, MSE) over the tokenizer's "
-                             "continuous latents",
-                "tokenizer": self.tokenizer_description(),
-                "hidden_size": config.hidden_size,
-                "num_layers": config.num_layers,
-                "num_heads": config.num_heads,
-                "grid_size": config.grid_size,
-                "latent_channels": config.latent_channels,
-                "conditioning": f"{config.conditioning}, as concept tokens (time as one more token)",
-                "concept_dropout": config.concept_dropout,
-                "num_train_timesteps": self.scheduler.config.num_train_timesteps,
+            "hyperparameters": self.dit_card_hyperparameters(objective) | {
                 "shift": self.scheduler.config.shift,
                 "noise_level_draw": draw,
                 "eval_sampler": f"Euler (FlowMatchEulerDiscreteScheduler), {self.eval_inference_steps} steps, "
-                                + ("KL decoding" if kl else "codebook-snapped decoding"),
+                                f"{self.decoding_description()}",
             },
             "sections": self.tokenizer_sections(),
         }

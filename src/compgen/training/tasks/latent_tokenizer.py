@@ -79,6 +79,19 @@ class LatentTokenizerMixin:
         return ("AutoencoderKL (posterior means)" if self.tokenizer_kind == "kl"
                 else "VQModel (latents before quantization)")
 
+    def dit_card_hyperparameters(self, objective: str) -> dict[str, Any]:
+        """The model card's hyperparameters of a DiT over the tokenizer's latents that every objective shares."""
+        config = self.model.config
+        return {"objective": objective, "tokenizer": self.tokenizer_description(), "hidden_size": config.hidden_size,
+                "num_layers": config.num_layers, "num_heads": config.num_heads, "grid_size": config.grid_size,
+                "latent_channels": config.latent_channels,
+                "conditioning": f"{config.conditioning}, as concept tokens (time as one more token)",
+                "concept_dropout": config.concept_dropout,
+                "num_train_timesteps": self.scheduler.config.num_train_timesteps}
+
+    def decoding_description(self) -> str:
+        return "KL decoding" if self.tokenizer_kind == "kl" else "codebook-snapped decoding"
+
     def tokenizer_sections(self) -> list[tuple[str, str]]:
         """The model card's tokenizer reconstruction table, when the task has the report."""
         from ...evaluation.tokenizer_report import reconstruction_markdown
