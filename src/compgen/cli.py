@@ -39,8 +39,8 @@ class ArgumentParser(argparse.ArgumentParser):
 
 def add_renamed_argument(group: argparse._ActionsContainer, flag: str, **kwargs: Any) -> argparse.Action:
     """``group.add_argument(flag, **kwargs)`` with the flag's old name (:data:`~compgen.option_names.RENAMED_OPTIONS`)
-    as an alias: the
-    value lands in the new name, and the old one, when used, warns with a ``FutureWarning`` naming the new one."""
+    as an alias: the value lands in the new name, and the old one, when used, warns with a ``FutureWarning`` naming
+    the new one."""
     new = flag.removeprefix("--")
     old = next(name for name, renamed in RENAMED_OPTIONS.items() if renamed == new)
     base = group._registry_get("action", kwargs.get("action"), kwargs.get("action"))

@@ -59,7 +59,7 @@ VQ_PRESETS: dict[str, dict[str, Any]] = {
 def add_vq_tokenizer_arguments(parser: argparse.ArgumentParser) -> None:
     """The tokenizer's architecture and training flags, shared by every script that trains one (the VQ tokenizer's,
     most of them the KL one's too). Their old ``--vq_*`` names stay as deprecated aliases for a release
-    (:data:`~compgen.cli.RENAMED_OPTIONS`)."""
+    (:data:`~compgen.option_names.RENAMED_OPTIONS`)."""
     group = parser.add_argument_group("tokenizer")
     add_renamed_argument(group, "--tokenizer_block_out_channels", default="32,64,64",
                          help="3 entries = downsampling 4")
