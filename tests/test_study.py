@@ -205,8 +205,12 @@ def test_a_two_cell_study_with_two_tokenizers_runs_end_to_end(tmp_path):
                                    "flags": {"jepa_weight": 0}}},
     }, base_dir=REPO_ROOT / "studies"))
     reset_accelerate_state()
+    part = run_study(study, tmp_path / "study", progress=False, models=["dit-kl"])  # trains the KL tokenizer alone
+    assert [c["status"] for c in part["cells"]] == ["ok", "not run"] and list(part["tokenizers"]) == [
+        "tokenizer kl smoke-okawa-h32-train1"]
+    reset_accelerate_state()
     summary = run_study(study, tmp_path / "study", progress=False)
-    assert [c["status"] for c in summary["cells"]] == ["ok", "ok"]
+    assert [c["status"] for c in summary["cells"]] == ["finished before", "ok"]
     tokenizers = summary["tokenizers"]
     assert {name: entry["tokenizer_data"] for name, entry in tokenizers.items()} == {
         "tokenizer kl smoke-okawa-h32-train1": "all-classes",

@@ -47,14 +47,14 @@ def run_study(study: Study, output_dir: str | os.PathLike, parallel: int = 1, th
     """Run (or resume) every unfinished cell, then summarize; returns the summary (also written to disk).
 
     First the study is checked against what its directory holds (:class:`~compgen.studies.records.
-    StudyChangedError` lists the runs whose definition changed). Tokenizers train first (one per dataset), then the
-    cells, one after another in this process (``parallel=1``: the right choice on one GPU) or over ``parallel``
-    worker processes with ``threads_per_worker`` threads each (a multi-core CPU). A failing cell is reported and the
-    others go on. An interrupt (``KeyboardInterrupt``) stops the running cells, cancels the queued ones and writes
-    the summary of what finished before it propagates. The study claims ``output_dir`` (one study per directory:
-    :class:`~compgen.launch.directory_claim.RunDirectoryInUseError`). A ``launcher``
-    (:class:`~compgen.studies.launchers.SubmititLauncher`) runs the tokenizers, then the cells, as cluster
-    jobs instead, with the same skipping, resuming and summary; a failed job's status names its log.
+    StudyChangedError` lists the runs whose definition changed). Tokenizers train first (one per dataset, those the
+    cells to run decode through), then the cells, one after another in this process (``parallel=1``: the right
+    choice on one GPU) or over ``parallel`` worker processes with ``threads_per_worker`` threads each (a multi-core
+    CPU). A failing cell is reported and the others go on. An interrupt (``KeyboardInterrupt``) stops the running
+    cells, cancels the queued ones and writes the summary of what finished before it propagates. The study claims
+    ``output_dir`` (one study per directory: :class:`~compgen.launch.directory_claim.RunDirectoryInUseError`). A
+    ``launcher`` (:class:`~compgen.studies.launchers.SubmititLauncher`) runs the tokenizers, then the cells, as
+    cluster jobs instead, with the same skipping, resuming and summary; a failed job's status names its log.
 
     ``models`` and ``seeds`` run a part of the grid (:func:`part_cells`); the summary is still the whole grid's, with
     what earlier parts finished and the cells no part has run yet (``"not run"``), so parts add up.
@@ -83,7 +83,8 @@ def _run_study(study: Study, output_dir: Path, parallel: int, threads_per_worker
             statuses[cell.name] = {"status": "finished before", "seconds": 0.0}
     bar = tqdm(total=len(part), initial=len(part) - len(todo), desc=f"study {study.name}", disable=not progress)
     try:
-        pending = [run for run in tokenizers if not (run.output_dir / "config.json").is_file()]
+        pending = [run for run in tokenizers if not (run.output_dir / "config.json").is_file()  # untrained, and
+                   and any(str(run.output_dir) in cell.command for cell in todo)]  # a cell to run decodes through it
         for run in pending:
             record_run(run, None)
         launcher.run(_run_cell, [run.command for run in pending], threads_per_worker, [run.name for run in pending],
