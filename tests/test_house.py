@@ -144,7 +144,7 @@ LAYERS = [
     {"data"}, {"cli"}, {"models"}, {"schedulers"}, {"pipelines"}, {"evaluation"}, {"training"}, {"launch"},
     {"studies"}, {"quickstart"},
 ]
-"""compgen's packages and top modules from the bottom up (ARCHITECTURE.md's table, read upwards): each imports only
+"""compgen's packages and top modules from the bottom up (ARCHITECTURE.md's table, top row first): each imports only
 its own layer and those below (the package ``compgen/__init__`` re-exports lazily, so it sits at the bottom)."""
 
 

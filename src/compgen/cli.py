@@ -1,7 +1,8 @@
 """Command-line plumbing shared by every compgen command (training scripts, probe training, dataset scripts).
 
-It sits above the library: it may import data builders, but nothing in ``compgen.training`` or
-``compgen.evaluation`` imports it back except the commands themselves.
+It sits just above ``compgen.data`` (whose CelebA location it reads) and below the models: the commands of the
+library (training scripts, ``python -m compgen.evaluation...`` commands, probe training) import it; nothing it
+imports reaches past ``data``.
 """
 
 from __future__ import annotations
