@@ -40,7 +40,8 @@ PAPER_SIZE_JITTER = 0.45
 """Scale jitter of the dataset configs: as wide as the renderer allows with large and small apart."""
 MAX_SIZE_JITTER = 1.1
 """Above 0.55 the size ranges overlap (large 2.7 and small 1.6 +- the jitter); below 1.1 each range still holds only its
-own class value. The overlap is an experiment's option (``results/paper-a-hybrids/``), not the data's."""
+own class value. Overlapping ranges are for experiments (the size-range arms of ``results/paper-a-hybrids/``), not
+for the default data."""
 PAPER_POSITION_RANGE = 0.0
 """Position range of the dataset configs: every object at the frame's centre, as one object before Paper A's fixed
 camera (Appendix A.1; position is no concept of its 3-variable data, and its code conditions on shape, colour and

@@ -25,8 +25,8 @@ DEFAULT_THRESHOLDS = (0.5, 0.9)
 COLLAPSE_PEAK = 0.5
 """A level *rises then collapses* in a run when its accuracy peaked at this or more ..."""
 COLLAPSE_DROP = 0.3
-"""... and its final accuracy lies this far or more below the peak (Paper A's held-out classes, drawn for a while,
-then blank on compgen's earlier data: ``results/``)."""
+"""... and its final accuracy lies this far or more below the peak: a held-out class drawn, then lost (evidence:
+``results/paper-a-h100-flat-data/``, ``results/paper-a-reproduction/``)."""
 
 
 def rose_then_collapsed(best: float, final: float) -> bool:

@@ -1,9 +1,8 @@
 """Image corruptions that imitate how generators draw imperfect images, at graded severities.
 
-Half-trained diffusion models draw the right object on a light grey, noisy background (``tests/data/``: samples of
-the paper-preset U-Net at step 2496 have backgrounds 8-22% darker than white and noise of standard deviation up to
-0.05), with washed-out colours, soft edges and the odd speck. A scorer must see through all of it. The corruptions
-here serve twice:
+Half-trained diffusion models draw the right object on a light grey, noisy background, with washed-out colours, soft
+edges and the odd speck (samples: ``tests/data/README.md``). A scorer must see through all of it. The corruptions here
+serve twice:
 
 - as training augmentations of the concept probes (:class:`ProbeAugmentation`), so that the probes judge the object
   and not the rendering quality;
@@ -48,8 +47,8 @@ SEVERITIES: dict[str, tuple[float, ...]] = {
 """Severity levels 1-5 of each corruption (the value is the corruption's magnitude at that level)."""
 
 GENERATOR_LEVELS = 4
-"""Levels 1-4 span what half-trained generators show (``tests/data/paper_unet_h200_*.npz``: backgrounds up to 22%
-darker, noise std up to 0.05); level 5 goes beyond. The stress suite requires >= 0.98 at levels 1-4."""
+"""Levels 1-4 span what half-trained generators show (the samples of ``tests/data/README.md``); level 5 goes beyond.
+The stress suite requires >= 0.98 at levels 1-4."""
 
 _GENERATOR_MIX = {  # level -> (background, color_shift, noise, blur)
     1: (0.05, 0.05, 0.01, 0.0),

@@ -1,7 +1,7 @@
 """Probe input transform: center the object on its ink centroid (and optionally blur it lightly).
 
-A linear probe on raw pixels cannot tell a circle from a triangle when the object sits anywhere in the frame
-(about 77% on shape); moving every object to the image center first makes shape linearly separable (100%).
+A linear probe on raw pixels cannot tell a circle from a triangle when the object sits anywhere in the frame;
+moving every object to the image center first makes shape linearly separable (``docs/evaluation.md``).
 Our renderer keeps shape linearly separable only with sharp edges, so the blur is off by default.
 The "ink" of a pixel is its distance to the background color, estimated from the border pixels, so the
 transform works on white or black backgrounds and on noisy generated images (the border also gives the

@@ -5,10 +5,9 @@ The report reconstructs real images of every class (the dataset's ``test`` split
 the rules every compgen evaluation uses (:class:`~compgen.evaluation.scoring.ImageScorer`: probes, the one-object
 check and, for the shapes data, the pixel-statistics scorer). It is not an upper bound for a generator: a generator
 decodes token grids it draws itself, not the grids the encoder gives real images, and a class the tokenizer
-reconstructs badly can still score well (an early MaskGIT scored 0.98 on class 101, by the old lenient probes, where
-reconstructions of real 101 images scored 0; ``results/maskgit-jepa-h32-old-probes/NOTES.md``,
-section 2). A low score says that the encoder-decoder pair
-does not carry the class through, which is worth knowing before reading a generator's accuracy on it.
+reconstructs badly can still score well (evidence: ``results/dit-diagnosis/NOTES.md``, the MaskGIT + JEPA section;
+``results/maskgit-jepa-h32-old-probes/NOTES.md``, section 2). A low score says that the encoder-decoder pair does not
+carry the class through, which is worth knowing before reading a generator's accuracy on it.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Is the object like a real render of its kind? Hybrids and pale objects, which the categorical scorers accept.
 
-Two ways a generator fails a held-out composition without drawing a wrong class (``results/paper-a-hybrids/``):
+Two ways a generator fails a held-out composition without drawing a wrong class (evidence:
+``results/paper-a-hybrids/``):
 
-- **hybrids**: a shape inside a fainter ghost of another shape (H32-train2's large triangles: a cone inside a pale
-  sphere). Concept probes read the solid shape and call it right.
+- **hybrids**: a shape inside a fainter ghost of another shape (e.g. a cone inside a pale sphere). Concept probes read
+  the solid shape and call it right.
 - **pale objects**: the right object with its colour washed toward the background, below anything the data hold.
 
 :class:`TypicalityCheck` screens both before any scorer reads an image, so a failed image counts as wrong on every
@@ -30,16 +31,16 @@ from .objects import ObjectCheck, check_objects, image_layers, max_filter3
 
 HYBRID_OPACITIES = (0.2, 0.3, 0.4)
 """Opacities of the ghost in the stress suite's hybrids (:func:`render_hybrids`): the ghosts generators draw are
-fainter than the object (about a third of its colour distance around H32-train2's cones)."""
+fainter than the object (evidence: ``results/paper-a-hybrids/NOTES.md``)."""
 
 GHOST_SCALE = 1.25
-"""The ghost of a hybrid is this much larger than its object: the ghost sphere around H32-train2's generated cones
-reaches beyond them; a ghost of the object's own size would hide behind a circle."""
+"""The ghost of a hybrid is this much larger than its object: generated ghosts reach beyond the object they surround; a
+ghost of the object's own size would hide behind a circle."""
 
 PALE_STRENGTHS = (0.15, 0.25)
 """Colour strengths (fraction of the rendered colour's distance from the background) of the stress suite's pale
-objects: below the weakest real render with the stress suite's corruptions (a strength of about 0.31 of the data's
-colour, the washed-out ``generator`` level 4)."""
+objects: below the weakest real render with the stress suite's corruptions (the washed-out ``generator`` level 4;
+evidence: ``results/paper-a-hybrids/NOTES.md``)."""
 
 PALE_MARGIN = 0.85
 """An object is pale below this fraction of the weakest colour strength of real (and corrupted) renders of its
@@ -71,8 +72,8 @@ def ghost_halo(images: ImageInput, objects: ObjectCheck | None = None) -> np.nda
     """``(N,)`` how much faint colour lies 2-5 pixels outside the object: the colour distance to the background
     (3x3 median-filtered, so specks drop out; above the image's noise floor; relative to the object's peak) summed over
     that ring around the object's solid part (distance >= half the peak), over the square root of the solid area.
-    Real renders have none (a blur of up to 0.7 px leaves under 0.03); a ghost shape around the object is a plateau
-    of faint colour there (0.1-0.3 for the cones inside pale spheres H32-train2 draws). 0 without a valid object."""
+    Real renders have next to none, mildly blurred too; a ghost shape around the object is a plateau of faint colour
+    there (evidence: ``results/paper-a-hybrids/NOTES.md``). 0 without a valid object."""
     from .objects import noise_floor
 
     x = to_float_images(images)
@@ -107,8 +108,8 @@ def render_hybrids(space: ConceptSpace, concepts: np.ndarray, opacity: float | n
                    image_size: int = 28) -> np.ndarray:
     """uint8 renders of ``concepts`` over a ghost of another shape: the same colour, place and pose, at
     :data:`GHOST_SCALE` times the object's scale and ``opacity`` (per image or one value), showing where it reaches
-    beyond the object, as the hybrids generators draw do (a solid cone inside a pale sphere,
-    ``results/paper-a-reproduction/``)."""
+    beyond the object, as the hybrids generators draw do (a solid cone inside a pale sphere:
+    ``results/paper-a-hybrids/``)."""
     from ..shapes import _SHAPE_RADIUS, _SHAPE_SIDES, REFERENCE_STYLES, _coverage
     from ..solids import shaded_coverage
 

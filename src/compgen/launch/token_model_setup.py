@@ -48,8 +48,7 @@ VQ_PRESETS: dict[str, dict[str, Any]] = {
                   tokenizer_learning_rate=1e-3),
     # Whole images with --tokenizer_data all-classes (the default), 16 px crops with training-classes
     # (CROP_SIZE_FOR_DATA); no mid-block attention and dead-code restarts either way.
-    # 1000 steps: with all-classes data every class of H32-train1 reconstructs at 1.00 by both scorers
-    # (results/paper-b-tokenizers/).
+    # 1000 steps: enough for an all-classes tokenizer to reconstruct every class (results/paper-b-tokenizers/).
     "cpu-quick": dict(tokenizer_block_out_channels="16,32,32", tokenizer_embed_dim=16, tokenizer_steps=1000,
                       tokenizer_learning_rate=2e-3, mixed_precision="auto"),
 }
@@ -87,16 +86,14 @@ TOKENIZER_DATA: dict[str, str] = {
 }
 """Where a tokenizer's training images come from (``--tokenizer_data``). Paper B (Farid et al. 2025) does not say what
 its tokenizers saw. ``all-classes`` (the default) lets the generator alone decide whether a held-out combination comes
-out; ``training-classes`` shows how a tokenizer can cap compositional generalization: on H32-train1 the cpu-quick
-tokenizer trained on it reconstructs 011 and 111 at 0.0 (``results/dit-diagnosis/NOTES.md``)."""
+out; ``training-classes`` shows how a tokenizer can cap compositional generalization, as one that never saw a held-out
+class may not reconstruct it (evidence: ``results/dit-diagnosis/NOTES.md``)."""
 
 
 CROP_SIZE_FOR_DATA = {"all-classes": 0, "training-classes": 16}
 """``--tokenizer_crop_size``'s default per ``--tokenizer_data``. Crops keep a training-classes tokenizer's codes local,
-which
-lifts its held-out classes from about 0 (``VQTask``); a tokenizer that sees every class needs no such help, and whole
-images reconstruct every class of H32-train1 at 1.00 by both scorers where 16 px crops left 011 and 111 at 0.84-0.90
-(cpu-quick widths, 2500 steps; ``results/paper-b-tokenizers/``)."""
+which lets it reconstruct held-out classes at all (``VQTask``); a tokenizer that sees every class needs no such help and
+reconstructs better from whole images (evidence: ``results/paper-b-tokenizers/README.md``)."""
 
 
 def resolve_crop_size(args: argparse.Namespace) -> None:
@@ -262,7 +259,8 @@ TOKEN_TRANSFORMER_PRESETS: dict[str, dict[str, Any]] = {
     "paper": VQ_PRESETS["paper"] | dict(hidden_size=448, num_layers=12, num_heads=8, train_batch_size=64,
                                         learning_rate=3e-4, lr_scheduler="constant_with_warmup", lr_warmup_steps=1000,
                                         max_train_steps=40000, eval_steps=1000, checkpointing_steps=5000),
-    # Small enough for a 2-core CPU: width 128 costs no more per step than 64 on one core.
+    # Small enough for a 2-core CPU: width 128 costs no more per step than 64 on one core
+    # (results/maskgit-jepa-h32-old-probes/NOTES.md, section 5).
     "cpu-quick": VQ_PRESETS["cpu-quick"] | dict(hidden_size=128, num_layers=4, num_heads=4, train_batch_size=64,
                                                 max_train_steps=3000, lr_warmup_steps=100, mixed_precision="auto",
                                                 eval_steps=250, checkpointing_steps=1000),

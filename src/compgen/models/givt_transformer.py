@@ -54,7 +54,7 @@ class GIVTTransformer(MaskedLatentTransformer):
         latent_std: Per-channel standard deviation of the training latents (divided by).
         position_embedding_std: Standard deviation of the learned position embedding at initialisation; with every
             token masked the positions are all that tell the tokens apart (see
-            :class:`~compgen.models.tuple_dit.TupleConditionedDiT`, where 1.0 halved the steps to the training classes).
+            :class:`~compgen.models.tuple_dit.TupleConditionedDiT` on the choice of scale).
     """
 
     @register_to_config

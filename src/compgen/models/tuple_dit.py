@@ -47,11 +47,10 @@ class TupleConditionedDiT(
         latent_mean: Per-channel mean of the training latents; subtracted before diffusion (pipelines add it back).
         latent_std: Per-channel standard deviation of the training latents; latents are divided by it.
         position_embedding_std: Standard deviation of the learned position embedding at initialisation (truncated
-            to [-2, 2]). The default 0.02 is ViT's and MaskGIT's; at that scale two positions'
-            embeddings differ by about 5% of an image token's norm, so at high noise the network can hardly tell the
-            tokens apart until the embedding grows. With 1.0 (the image tokens' scale) the cpu-quick DiT
-            drew its training classes (level 0 >= 0.97) at step 200 instead of 400 on H32-train1, one seed each
-            (``results/dit-diagnosis/NOTES.md``).
+            to [-2, 2]). The default 0.02 is ViT's and MaskGIT's; at that scale positions differ by a small fraction
+            of an image token's norm, so at high noise the network can hardly tell the tokens apart until the
+            embedding grows. 1.0, the image tokens' scale, sets positions apart from the start and speeds up learning
+            the training classes (evidence: ``results/dit-diagnosis/NOTES.md``).
     """
 
     _supports_gradient_checkpointing = True

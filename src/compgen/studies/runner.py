@@ -8,7 +8,7 @@
     examples/train_tuple_unet.py --preset paper --seed 1 --output_dir runs/unet-seed1
 
 Each command runs inside this process (the script's ``main(argv)``), so a GPU holds one CUDA context and one run at a
-time: on one H200, several training processes sharing the GPU each ran at about a sixth of their speed alone. A
+time: training processes that share a GPU each run far slower than alone (``docs/training.md``). A
 failing run is reported and the queue goes on. ``--parallel K`` splits the queue over ``K`` worker processes, each
 running its share in order: useful on a multi-core CPU (one thread per worker), not on one GPU. The summary lists
 every run's status and wall-clock. ``examples/run_study.py`` builds on this for whole study grids.

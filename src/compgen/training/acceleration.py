@@ -60,8 +60,8 @@ ATTENTION_KERNELS = ("auto", "math", "flash", "efficient", "cudnn")
 
 def attention_kernel(name: str):
     """A context in which ``scaled_dot_product_attention`` uses the kernel ``name`` of :data:`ATTENTION_KERNELS`
-    (``auto``: no constraint). On a CPU with AMX the fused ("flash") kernel's bf16 backward was the slowest part of a
-    MaskGIT step; the ``math`` kernel runs its matrix products on AMX instead."""
+    (``auto``: no constraint). On a CPU with AMX the ``math`` kernel runs attention as matrix products on AMX, faster
+    in bf16 than the fused ("flash") kernel (``docs/performance.md``)."""
     import contextlib
 
     from torch.nn.attention import SDPBackend, sdpa_kernel

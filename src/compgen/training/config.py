@@ -58,7 +58,8 @@ class TrainingConfig:
     gradient_accumulation_steps: int = 1
     mixed_precision: str = "no"
     """``no``, ``fp16`` (CUDA only), ``bf16``, or ``auto``: bf16 where the hardware computes it natively (CUDA GPUs
-    with bf16, CPUs with AVX-512 BF16 or AMX), fp32 elsewhere (on an AVX2 CPU bf16 autocast ran 14x slower)."""
+    with bf16, CPUs with AVX-512 BF16 or AMX), fp32 elsewhere, where bf16 autocast is far slower than fp32
+    (``docs/performance.md``)."""
     torch_compile: bool | str = False
     """Compile the model with ``torch.compile`` (Accelerate's inductor backend) and sample the evaluations with it:
     ``--torch_compile`` alone for inductor's default mode, or ``--torch_compile MODE`` (``reduce-overhead``: CUDA
@@ -99,12 +100,11 @@ class TrainingConfig:
     attention_kernel: str = "auto"
     """The kernel of ``scaled_dot_product_attention`` in training: ``auto`` (PyTorch's pick), ``math``, ``flash``,
     ``efficient`` or ``cudnn`` (:data:`~compgen.training.acceleration.ATTENTION_KERNELS`). A choice of
-    implementation: on a CPU with AMX, bf16 training of the cpu-quick MaskGIT ran faster with ``math``
-    (``docs/performance.md``)."""
+    implementation: ``math`` is the faster one for bf16 training on a CPU with AMX (``docs/performance.md``)."""
     channels_last: bool = False
     """Train with the model's convolution weights and the image batches in channels-last memory layout: the same
-    arithmetic in another order (float rounding aside), faster for some CPU convolutions. On a 2-core Intel Xeon
-    with AMX, the cpu-quick U-Net's step ran faster with it in fp32 and slower in bf16 (``docs/performance.md``)."""
+    arithmetic in another order (float rounding aside), faster for some CPU convolutions: on a CPU the U-Net's fp32
+    step gains from it and its bf16 step loses, so it is off by default (``docs/performance.md``)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Script-specific hyperparameters, recorded in the trackers and the model card."""
 

@@ -41,12 +41,10 @@ class KLTask(TrainingTask):
     """Pixel MSE of the reconstruction of a posterior sample, plus ``kl_weight`` x KL(posterior || N(0, 1)).
 
     Both terms are means (per pixel, per latent element; LDM's 1e-6 weighs sums, about 3e-7 as means here). The
-    default ``kl_weight`` 1e-4 was picked on H32-train1 with the cpu-quick widths (16 channels, 16 px crops, 500
-    steps, one seed), by the MSE of reconstructions from the posterior means ([-1, 1] pixels): 1e-6 gave 0.018 with
-    per-channel latent std 1.2-2.3 and posterior std 0.10 (nearly deterministic); 1e-4 0.016 with std 0.8-2.1 and
-    posterior std 0.14 (near unit scale); 1e-3 0.021; 1e-2 0.012 but with channels pulled towards the prior (std of
-    the means down to 0.13, posterior std 0.77), i.e. fewer channels that carry the image. The DiT standardizes the
-    latents per channel anyway, so their exact scale matters less than what each channel carries.
+    default ``kl_weight`` 1e-4 keeps the latents near unit scale without pulling channels towards the prior, where
+    they stop carrying the image (chosen by reconstruction error and latent spread; evidence:
+    ``results/paper-b-tokenizers/NOTES.md``). The DiT standardizes the latents per channel anyway, so their exact
+    scale matters less than what each channel carries.
 
     The posterior noise and the crop positions are drawn from the step's generator (on the CPU, then moved), so a
     resumed run replays the same steps. As for :class:`~compgen.training.tasks.vq_tokenizer.VQTask`, what the

@@ -22,8 +22,9 @@ class VQTask(TrainingTask):
     :func:`compgen.evaluation.tokenizer_report.reconstruction_report` (its reconstruction accuracy per class), not
     by sampling, so the task has no ``generate``.
 
-    Codebook usage: short runs otherwise settle on a few dozen of the 256 codes, too few to represent held-out
-    compositions. Two remedies, both on by default:
+    Codebook usage: short runs otherwise settle on a small part of the codebook, too few codes to represent held-out
+    compositions (evidence: ``results/maskgit-jepa-h32-old-probes/NOTES.md``, section 1). Two remedies, both on by
+    default:
 
     - the standard VQ-VAE loss weighting (codebook term 1, commitment ``commitment_cost``); diffusers' quantizer
       defaults to its ``legacy`` weighting, which moves the codebook 4x slower than the encoder;
@@ -33,8 +34,8 @@ class VQTask(TrainingTask):
 
     Held-out compositions: with ``crop_size`` the tokenizer trains on random crops (positions drawn from the step's
     generator), and :func:`build_vq_tokenizer` leaves out the mid-block attention by default. Both keep the codes
-    local: trained on whole images with global context, the encoder learns shortcuts such as "small object, so
-    red" (all small training objects are red circles) and reconstructs a small blue circle as a red blob.
+    local: trained on whole images with global context, the encoder learns shortcuts of the training set such as
+    "small object, so red" when every small training object is a red circle (same evidence).
 
     Args:
         vqvae: The tokenizer to train.
