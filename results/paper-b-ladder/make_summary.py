@@ -1,10 +1,11 @@
 """The ladder's summary.json: Paper B's numbers beside the ladder's, rung by rung, from the machine folders.
 
-    python results/paper-b-ladder/make_summary.py   # reads h200-vq/summary.json and h200-kl/summary.json
+    python results/paper-b-ladder/make_summary.py   # reads h200-vq/, h200-kl/ and cpu-vq/summary.json
 
 Per rung (MaskGIT, GIVT, MAR, DiT), tokenizer and scorer: every level's final accuracy per seed, mean and sample
 standard deviation, each seed's peak and the first step at which each level reached 0.9; each cell's wall-clock and
-the study's (from ``gpu_jobs.txt``, the line ``benchmarks/gpu_check.sh`` wrote).
+the study's (from ``gpu_jobs.txt``, the line ``benchmarks/gpu_check.sh`` wrote). Under ``cpu_vq``, the same for the
+DiT and the flow DiT over VQ latents, side by side on one CPU.
 """
 
 from __future__ import annotations
@@ -41,16 +42,22 @@ def rung_summary(runs: dict, prefix: str) -> dict:
     return out
 
 
+def machine_runs(folder: Path) -> dict:
+    """A machine folder's summary, each run with its wall-clock (its log's last record)."""
+    machine = json.loads((folder / "summary.json").read_text())
+    for run in machine["runs"].values():
+        log = (folder / run["log"]).read_text().splitlines()
+        run["wall_clock_s"] = json.loads(log[-1])["wall_clock_s"]
+    return machine
+
+
 def main() -> None:
     summary = {"paper_b": PAPER_B, "tokenizers": {}}
     for tokenizer in ("vq", "kl"):
-        machine = json.loads((HERE / f"h200-{tokenizer}" / "summary.json").read_text())
+        machine = machine_runs(HERE / f"h200-{tokenizer}")
         summary["machine"], summary["date"] = machine["machine"].split(",")[0], machine["date"]
         jobs = (HERE / f"h200-{tokenizer}" / "gpu_jobs.txt").read_text()  # benchmarks/gpu_check.sh's job line
         summary.setdefault("study_wall_clock_s", {})[tokenizer] = int(jobs.split("wall_s=")[1].split()[0])
-        for run in machine["runs"].values():  # each cell's wall-clock: its log's last record
-            log = (HERE / f"h200-{tokenizer}" / run["log"]).read_text().splitlines()
-            run["wall_clock_s"] = json.loads(log[-1])["wall_clock_s"]
         summary["tokenizers"][tokenizer] = {
             rung: rung_summary(machine["runs"], rung if rung == "maskgit" else f"{rung}-{tokenizer}")
             for rung in RUNGS if not (rung == "maskgit" and tokenizer == "kl")}
@@ -61,6 +68,9 @@ def main() -> None:
     arm = grid["studies"]["paper-b-grid"]["arms"]["maskgit (full) on okawa-h32-train1"]
     summary["paper_b_grid_h100_maskgit_level2_final_mean"] = {
         scorer: round(arm[scorer]["2"]["final_mean"], 3) for scorer in SCORERS}
+    cpu = machine_runs(HERE / "cpu-vq")  # the DiT's two objectives side by side on one CPU
+    summary["cpu_vq"] = {"machine": cpu["machine"], "date": cpu["date"],
+                         "rungs": {rung: rung_summary(cpu["runs"], f"{rung}-vq") for rung in ("dit", "flow-dit")}}
     (HERE / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
 
 

@@ -44,17 +44,17 @@ def add_renamed_argument(group: argparse._ActionsContainer, flag: str, **kwargs:
     the new one."""
     new = flag.removeprefix("--")
     old = next(name for name, renamed in RENAMED_OPTIONS.items() if renamed == new)
-    base = group._registry_get("action", kwargs.get("action"), kwargs.get("action"))
+    action = group.add_argument(flag, f"--{old}", **kwargs)
 
-    class DeprecatedAlias(base):
+    class DeprecatedAlias(type(action)):  # the action argparse chose, warning when called by the old name
         def __call__(self, parser, namespace, values, option_string=None):
             if option_string is not None and option_string.lstrip("-").removeprefix("no-") == old:
                 warnings.warn(f"{option_string} is deprecated: use {option_string.replace(old, new)} (the old name "
                               "goes in a later release)", FutureWarning, stacklevel=2)
             super().__call__(parser, namespace, values, option_string)
 
-    kwargs["action"] = DeprecatedAlias
-    return group.add_argument(flag, f"--{old}", **kwargs)
+    action.__class__ = DeprecatedAlias
+    return action
 
 
 def apply_preset(parser: argparse.ArgumentParser, presets: dict[str, dict[str, Any]], argv: list[str] | None) -> str:
