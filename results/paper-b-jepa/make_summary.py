@@ -1,6 +1,7 @@
 """The JEPA comparison's summary.json and curves, from the machine folders the results-folder command wrote.
 
-    python results/paper-b-jepa/make_summary.py   # reads cpu/summary.json, cpu/logs, cpu/training_logs, mechanism/
+    python results/paper-b-jepa/make_summary.py   # reads cpu/ and choices/ (summary.json, logs, training_logs),
+                                                  # mechanism/ and mechanism-choices/
 
 Per arm (MaskGIT, MaskGIT + JEPA, and any JEPA-choice arm) and scorer: every level's end, peak (with its step) and
 first step at 0.9 per seed; Paper B's precondition (plain MaskGIT's level 2 rises, then falls towards 0: its peak, its
@@ -39,6 +40,7 @@ SETUP = {  # the study's cells (studies/paper_b_jepa.yaml, the cpu-long preset o
 }
 WINDOWS = [(1, 1000), (1001, 3000), (3001, 10000), (10001, 20000), (20001, 80000)]
 NEAR_ZERO = 0.05
+FOLDERS = ("cpu", "choices")  # studies/paper_b_jepa.yaml's cells, then studies/paper_b_jepa_choices.yaml's
 
 
 def arm_of(cell: str) -> str:
@@ -77,17 +79,23 @@ def plot_curves(cells: dict[str, list[dict]], path: Path) -> None:
 
 def main() -> None:
     machine = json.loads((HERE / "cpu" / "summary.json").read_text())
-    cells = {name: read_log(HERE / "cpu" / run["log"]) for name, run in machine["runs"].items()}
     summary: dict = {"paper_b": PAPER_B, "setup": SETUP, "machine": machine["machine"], "date": machine["date"],
                      "near_zero": NEAR_ZERO, "cells": {}, "arms": {}}
+    runs = {}  # cell name -> (its machine folder, its run entry): the main study's, then the choice arms'
+    for folder in FOLDERS:
+        if (HERE / folder / "summary.json").is_file():
+            part = json.loads((HERE / folder / "summary.json").read_text())
+            runs |= {name: (HERE / folder, run) for name, run in part["runs"].items()}
+            summary.setdefault("folders", {})[folder] = {"machine": part["machine"], "date": part["date"]}
+    cells = {name: read_log(folder / run["log"]) for name, (folder, run) in runs.items()}
     for name, records in sorted(cells.items()):
         entry = {"last_step": int(records[-1]["step"]), "wall_clock_s": records[-1].get("wall_clock_s"),
                  "evaluations": len(records), "levels": {}}
         for scorer, key in SCORERS.items():
             entry["levels"][scorer] = {level: level_numbers(records, key, level) for level in ("0", "1", "2")}
-        training_log = machine["runs"][name].get("training_log")
-        if training_log:
-            scalars = read_log(HERE / "cpu" / training_log)
+        folder, run = runs[name]
+        if run.get("training_log"):
+            scalars = read_log(folder / run["training_log"])
             if any("grad_norm_ratio" in r for r in scalars):
                 entry["diagnostics"] = [row for row in summarize_diagnostics(scalars, WINDOWS) if row["records"]]
         summary["cells"][name] = entry
@@ -116,9 +124,11 @@ def main() -> None:
             effect[scorer] = {key: [round(j - p, 4) for j, p in zip(jepa[key], plain[key], strict=False)]
                               for key in ("end", "peak")}
         summary["effect_jepa_minus_maskgit"] = effect
-    mechanism = HERE / "mechanism" / "mechanism.json"
-    if mechanism.is_file():
-        records = json.loads(mechanism.read_text())
+    records = {}  # the main study's six final models, then the choice arms'
+    for folder in ("mechanism", "mechanism-choices"):
+        if (HERE / folder / "mechanism.json").is_file():
+            records |= json.loads((HERE / folder / "mechanism.json").read_text())
+    if records:
         summary["mechanism"] = {label: {"polysemantic_heads_per_layer":
                                         record["polysemanticity"]["polysemantic_heads_per_layer"],
                                         "polysemantic_heads": record["polysemanticity"]["polysemantic_heads"],
