@@ -24,7 +24,9 @@ from compgen.evaluation.tracker import read_log  # noqa: E402
 
 
 def arm_of(run: str) -> str:
-    return run.split("__")[0]
+    """The model, and its dataset where that is not the headline split (``film-other-splits on okawa-h32-train2``)."""
+    model, _, dataset, _ = run.split("__")
+    return model if dataset == "okawa-h32-train1" else f"{model} on {dataset}"
 
 
 def seed_of(run: str) -> int:
