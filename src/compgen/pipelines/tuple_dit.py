@@ -176,11 +176,8 @@ class TupleConditionedDiTPipeline(DiffusionPipeline):
                 callback_outputs = callback_on_step_end(self, i, t, callback_kwargs)
                 latents = callback_outputs.pop("latents", latents)
 
-        # 7. Decode: de-standardize, snap to the codebook (VQ, quantize=True) and decode by the tokenizer
-        image = decode_standardized_latents(self.transformer, self.vqvae, self.vae, latents, quantize)
-
-        # 8. Post-process: [-1, 1] -> output_type
-        image = self.image_processor.postprocess(image.float(), output_type=output_type)
+        # 7. Decode: de-standardize, snap to the codebook (VQ, quantize=True), decode by the tokenizer, post-process
+        image = self.decode_latents(latents, quantize, output_type)
 
         # Offload all models
         self.maybe_free_model_hooks()
