@@ -164,6 +164,35 @@ def test_evaluations_thin_out_while_the_levels_hold(small_data, tmp_path):
         config(tmp_path, eval_mixed_precision="fp32")
 
 
+def test_evaluations_from_eval_start_step_are_the_ones_every_evaluation_gives(small_data, tmp_path):
+    """``--eval_start_step``: no evaluation before it; evaluation draws from generators of its own, so the training
+    (the final weights) and each evaluation that runs (its records) are those of a run that evaluates throughout."""
+    data, graph = small_data
+    from compgen.evaluation.probes import default_shapes_probes
+
+    probes = default_shapes_probes(data.space, image_size=data.image_size, seed=0)
+
+    def run(name: str, **options) -> tuple[list[dict], dict]:
+        reset_accelerate_state()
+        evaluation = dict(eval_steps=2, eval_images_per_class=2, checkpointing_steps=100)
+        Trainer(config(tmp_path / name, **(evaluation | options)), make_task(data), data, graph, probes,
+                dataset_name="t").train()
+        records = [json.loads(line) for line in (tmp_path / name / "learning_dynamics.jsonl").read_text().splitlines()]
+        return records, load_file(str(tmp_path / name / "unet" / "diffusion_pytorch_model.safetensors"))
+
+    every, every_weights = run("every")
+    late, late_weights = run("late", eval_start_step=4)
+    assert [r["step"] for r in every] == [2, 4, 6] and [r["step"] for r in late] == [4, 6]
+    for mine, theirs in zip(late, every[1:], strict=True):
+        assert (mine["accuracy"], mine["pixel_accuracy"], mine["fidelity"]) == (
+            theirs["accuracy"], theirs["pixel_accuracy"], theirs["fidelity"])
+    for name in every_weights:
+        torch.testing.assert_close(late_weights[name], every_weights[name], rtol=0, atol=0, msg=name)
+    assert not TrainingConfig(eval_steps=100, eval_start_step=600).evaluation_due(500)
+    with pytest.raises(ValueError, match="eval_start_step must be non-negative"):
+        TrainingConfig(eval_start_step=-1)
+
+
 def test_log_spaced_evaluations():
     """``--eval_schedule log``: three evaluations per doubling of the step count (and the last step)."""
     from compgen.training.config import TrainingConfig, log_spaced_multiple

@@ -71,6 +71,47 @@ def test_prepare_run_makes_model_initialisation_a_function_of_the_seed(tmp_path)
     assert not torch.equal(draw(3), draw(4))
 
 
+def test_a_preset_trains_in_fp32_on_a_cpu_with_its_fp32_defaults(tmp_path, monkeypatch):
+    """A script's ``cpu_fp32_presets`` entry layers over its preset where the run trains in fp32 on a CPU
+    (``--mixed_precision no``, or ``auto`` without native bf16); flags still win; bf16 and CUDA runs are untouched."""
+    from repo_scripts import load_repo_script
+
+    from compgen.launch.run_setup import apply_cpu_fp32_defaults, prepare_run
+
+    fp32 = {"quick": {"channels_last": True, "eval_start_step": 600}}
+    native_bf16 = {"value": False}
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: native_bf16["value"], raising=False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: native_bf16["value"], raising=False)
+
+    def parse(*argv: str, cuda: bool = False) -> argparse.Namespace:
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+        parser = argparse.ArgumentParser()
+        add_training_arguments(parser, {"mixed_precision": "auto"})
+        apply_cpu_fp32_defaults(parser, fp32, "quick", list(argv))
+        return parser.parse_args(list(argv))
+
+    assert (parse().channels_last, parse().eval_start_step) == (True, 600)  # auto, no native bf16: fp32
+    assert parse("--eval_start_step", "0", "--no_channels_last").eval_start_step == 0
+    assert not parse("--eval_start_step", "0", "--no_channels_last").channels_last
+    assert parse("--mixed_precision", "bf16").eval_start_step == 0
+    assert parse("--mixed_precision", "no", cuda=True).eval_start_step == 0
+    native_bf16["value"] = True
+    assert parse().eval_start_step == 0 and parse("--mixed_precision", "no").eval_start_step == 600
+    with pytest.raises(ValueError, match="unknown options"):
+        apply_cpu_fp32_defaults(argparse.ArgumentParser(), {"quick": {"eval_from": 3}}, "quick",
+                                ["--mixed_precision", "no"])
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    argv = ["--preset", "quick", "--mixed_precision", "no", "--no_eval", "--cache_dir", str(tmp_path),
+            "--output_dir", str(tmp_path / "out")]
+    _, config, _ = prepare_run(argparse.ArgumentParser(), {"quick": {}}, argv, cpu_fp32_presets=fp32)
+    assert (config.channels_last, config.eval_start_step) == (True, 600)
+    script = load_repo_script("examples/train_tuple_unet.py")
+    assert set(script.CPU_FP32_PRESETS) <= set(script.PRESETS)
+    for values in script.CPU_FP32_PRESETS.values():
+        TrainingConfig(**values)  # every entry names training options with valid values
+
+
 def test_the_evaluation_samples_in_its_own_precision_not_the_training_autocast():
     """Accelerate patches an autocast ``forward`` onto a model it prepares under bf16, and a deep copy (the EMA
     weights) inherits it; inside ``sampling_precision`` the evaluation's precision decides, and the patch returns."""

@@ -11,7 +11,9 @@ Option defaults are layered, each layer overriding the one before:
 2. its ``--preset`` (e.g. ``paper`` or ``cpu-quick``);
 3. :data:`DATASET_DEFAULTS` for ``--dataset``: first its ``"*"`` entry, then the entry named like the preset
    (e.g. CelebA at 32 px with ``cpu-quick``), applied to the options the script defines;
-4. flags given on the command line.
+4. the preset's entry in the script's ``cpu_fp32_presets``, where the run trains in fp32 on a CPU (``--mixed_precision
+   no``, or ``auto`` on a CPU without native bf16): what keeps the preset's time near its bf16 time there;
+5. flags given on the command line.
 """
 
 from __future__ import annotations
@@ -40,7 +42,13 @@ from ..data.loading import (
 )
 from ..models.config_bounds import CONFIG_BOUNDS, check_config_bounds
 from ..training.batches import check_batch_fits
-from ..training.config import TrainingConfig, add_training_arguments, config_from_args, multi_cpu_launch
+from ..training.config import (
+    TrainingConfig,
+    add_training_arguments,
+    config_from_args,
+    multi_cpu_launch,
+    resolve_mixed_precision,
+)
 from ..training.fine_tuning import InitialWeights
 from ..training.profile import RunProfile
 from ..training.tasks.base import TrainingTask
@@ -140,6 +148,30 @@ def apply_dataset_defaults(parser: argparse.ArgumentParser, preset: str, argv: l
     return values
 
 
+def apply_cpu_fp32_defaults(parser: argparse.ArgumentParser, cpu_fp32_presets: dict[str, dict[str, Any]],
+                            preset: str, argv: list[str] | None) -> dict[str, Any]:
+    """Make ``cpu_fp32_presets[preset]`` the defaults where the run trains in fp32 on a CPU (its ``--mixed_precision``,
+    from the flags or the layers below, resolves to ``no`` and no CUDA GPU is present); returns what it applied.
+
+    On a CPU without native bf16 fp32 is all there is, and there the same training takes about twice as long as in
+    bf16 on one that has it; a preset may answer with cheaper choices that leave the result unchanged (e.g. the
+    channels-last layout, evaluations only where the preset's verdict reads them)."""
+    values = cpu_fp32_presets.get(preset, {})
+    if not values or torch.cuda.is_available():
+        return {}
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--mixed_precision", default=parser.get_default("mixed_precision"))
+    known, _ = pre.parse_known_args(argv)
+    if resolve_mixed_precision(known.mixed_precision) != "no":
+        return {}
+    unknown = set(values) - {a.dest for a in parser._actions}
+    if unknown:
+        raise ValueError(f"the fp32 entry of preset {preset!r} sets unknown options {sorted(unknown)}")
+    parser.set_defaults(**values)
+    logger.info("training in fp32 on a CPU: preset %s's fp32 defaults %s", preset, values)
+    return values
+
+
 IMAGE_HALVINGS: dict[str, int] = {"block_out_channels": 0, "tokenizer_block_out_channels": -1}
 """Width options whose entry count sets how often a model halves the images: the tuple U-Net halves once per
 entry, a diffusers ``VQModel`` once per entry but the last; the value is that offset."""
@@ -171,12 +203,14 @@ def prepare_run(
     argv: list[str] | None = None,
     validate: Callable[[argparse.Namespace, InitialWeights | None], None] | None = None,
     model_class: type | None = None,
+    cpu_fp32_presets: dict[str, dict[str, Any]] | None = None,
 ) -> tuple[argparse.Namespace, TrainingConfig, TrainingRun]:
     """Add the shared flags, apply the preset and dataset defaults, parse, check every option (the shared ones and the
     script's own through ``validate``, which raises ``ValueError``), then load the data and the probes.
     ``model_class`` (the class the script trains) lets ``--init_from`` refuse another architecture before any work.
     ``--init_from`` is resolved here, once: ``validate`` gets the result with the options, and the run keeps it
-    (:attr:`TrainingRun.initial`).
+    (:attr:`TrainingRun.initial`). ``cpu_fp32_presets`` holds, per preset, the defaults of a run in fp32 on a CPU
+    (:func:`apply_cpu_fp32_defaults`).
 
     An invalid option stops the script with an argparse message (exit status 2) before any work is done."""
     parser.add_argument("--preset", choices=sorted(presets), default=None, help="named option set (flags override it)")
@@ -194,6 +228,7 @@ def prepare_run(
     profile = RunProfile()
     preset = apply_preset(parser, presets, argv)
     apply_dataset_defaults(parser, preset, argv)
+    apply_cpu_fp32_defaults(parser, cpu_fp32_presets or {}, preset, argv)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 

@@ -23,7 +23,8 @@ LENGTH_FREE_LR_SCHEDULES = ("constant", "constant_with_warmup", "piecewise_const
 """Learning-rate schedules that do not depend on ``max_train_steps``."""
 
 RUN_OPTIONS = ("output_dir", "resume_from_checkpoint", "overwrite_output_dir", "checkpointing_steps",
-               "checkpoints_total_limit", "eval_steps", "eval_steps_held", "eval_schedule", "eval_images_per_class",
+               "checkpoints_total_limit", "eval_steps", "eval_steps_held", "eval_schedule", "eval_start_step",
+               "eval_images_per_class",
                "eval_mixed_precision", "logging_steps", "report_to", "push_to_hub", "hub_model_id", "hub_token",
                "hub_private", "max_train_steps", "gradient_checkpointing")
 """Training options that may differ between a run and its resumption; every other one must match. They do not change
@@ -83,6 +84,11 @@ class TrainingConfig:
     """``linear``: evaluate every ``eval_steps``; ``log``: at ``eval_steps`` times 1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20,
     24, ... (three per doubling, :func:`log_spaced_multiple`), so that a long run spends little on evaluation and its
     curves read evenly on a log-scaled step axis (Paper B's figures)."""
+    eval_start_step: int = 0
+    """No evaluation before this step (the last step is evaluated all the same): a run that only needs its last
+    evaluations, such as the headline check of :func:`compgen.evaluation.compare.headline_held` (the last three),
+    skips the cost of the earlier ones. Evaluation draws from generators of its own, so the training, and with it
+    every evaluation that does run, is the same whatever this is."""
     eval_images_per_class: int = 50
     eval_mixed_precision: str | None = None
     """Precision of the evaluation's sampling: ``no``, ``fp16`` (CUDA only), ``bf16``, ``auto`` as ``mixed_precision``,
@@ -126,7 +132,7 @@ class TrainingConfig:
                      "eval_steps", "logging_steps", "eval_images_per_class"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("lr_warmup_steps", "adam_weight_decay", "max_grad_norm"):
+        for name in ("lr_warmup_steps", "adam_weight_decay", "max_grad_norm", "eval_start_step"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name} must be non-negative, got {getattr(self, name)}")
         if not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
@@ -156,9 +162,10 @@ class TrainingConfig:
 
     def evaluation_due(self, step: int, held: bool = False) -> bool:
         """Whether the loop evaluates after optimizer step ``step`` (the last step is evaluated by the loop itself):
-        every ``eval_steps`` (``eval_steps_held`` while the levels hold), or on the log-spaced ladder."""
+        every ``eval_steps`` (``eval_steps_held`` while the levels hold), or on the log-spaced ladder, from
+        ``eval_start_step`` on."""
         interval = self.eval_steps_held if held and self.eval_steps_held else self.eval_steps
-        if step % interval:
+        if step < self.eval_start_step or step % interval:
             return False
         return self.eval_schedule == "linear" or log_spaced_multiple(step // interval)
 
