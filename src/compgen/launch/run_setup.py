@@ -168,7 +168,6 @@ def apply_cpu_fp32_defaults(parser: argparse.ArgumentParser, cpu_fp32_presets: d
     if unknown:
         raise ValueError(f"the fp32 entry of preset {preset!r} sets unknown options {sorted(unknown)}")
     parser.set_defaults(**values)
-    logger.info("training in fp32 on a CPU: preset %s's fp32 defaults %s", preset, values)
     return values
 
 
@@ -228,9 +227,11 @@ def prepare_run(
     profile = RunProfile()
     preset = apply_preset(parser, presets, argv)
     apply_dataset_defaults(parser, preset, argv)
-    apply_cpu_fp32_defaults(parser, cpu_fp32_presets or {}, preset, argv)
+    fp32_defaults = apply_cpu_fp32_defaults(parser, cpu_fp32_presets or {}, preset, argv)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if fp32_defaults:
+        logger.info("training in fp32 on a CPU: preset %s with its fp32 defaults %s", preset, fp32_defaults)
 
     # Every option is checked before any work (building data, training probes, a tokenizer), with the output
     # directory claimed (one run per directory; see run_directory) before it is checked.
