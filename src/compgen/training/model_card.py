@@ -68,6 +68,18 @@ def results_markdown(records: list[dict[str, Any]], graph: ConceptGraph) -> str:
                       "for both scorers. *Fidelity* is the median colour strength of a class's samples over that of "
                       "real renders (1.0: as strong as the data; compgen.evaluation.typicality), a continuous "
                       "measure beside the categorical accuracy."]
+    # Evaluations that start late (--eval_start_step) bound the first step from above only at their first step.
+    steps = [r["step"] for r in records]
+    late_start = len(steps) > 1 and steps[0] > steps[1] - steps[0]
+    if late_start:
+        lines += ["", f"The evaluations start at step {steps[0]} (`--eval_start_step`): a level at 0.9 there may have "
+                      "got there earlier (\"<= step\")."]
+
+    def first(step: int | None) -> str:
+        if step is None:
+            return "not reached"
+        return f"<= {step}" if late_start and step == steps[0] else str(step)
+
     pixel_header = (" pixel scorer final | pixel scorer first step >= 0.9 |", "---|---|") if pixel else ("", "")
     if fidelity:
         pixel_header = (pixel_header[0] + " fidelity |", pixel_header[1] + "---|")
@@ -79,13 +91,11 @@ def results_markdown(records: list[dict[str, Any]], graph: ConceptGraph) -> str:
     for level in sorted(final["level_accuracy"], key=int):
         classes = ", ".join(graph.format(c) for c in graph.classes_at_level(int(level)))
         best = max(r["level_accuracy"][level] for r in records)
-        reached = first_step_reaching(records, level)
         row = (f"| {level} | {classes} | {final['level_accuracy'][level]:.3f} | {best:.3f} | "
-               f"{reached if reached is not None else 'not reached'} |")
+               f"{first(first_step_reaching(records, level))} |")
         if pixel:
             pixel_reached = first_step_reaching(records, level, key="pixel_level_accuracy")
-            row += (f" {final['pixel_level_accuracy'][level]:.3f} | "
-                    f"{pixel_reached if pixel_reached is not None else 'not reached'} |")
+            row += f" {final['pixel_level_accuracy'][level]:.3f} | {first(pixel_reached)} |"
         if fidelity:
             row += f" {final['fidelity_level'][level]:.2f} |"
         lines.append(row)
