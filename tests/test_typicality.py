@@ -107,6 +107,6 @@ def test_the_tracker_logs_fidelity_and_counts_hybrids_as_failures():
     card = results_markdown([perfect], GRAPH)
     assert "first step >= 0.9 | fidelity |" in card and card.count(" fidelity |") == 2
     # Evaluations from a late step on (--eval_start_step) bound the first step from above only.
-    late = results_markdown([perfect | {"step": 600}, perfect | {"step": 700}], GRAPH)
+    late = results_markdown([perfect | {"step": 600}, perfect | {"step": 700}], GRAPH, eval_start_step=600)
     assert "| 2 | 111 | 1.000 | 1.000 | <= 600 | 1.000 | <= 600 |" in late and "start at step 600" in late
     assert "<=" not in results_markdown([perfect | {"step": 100}, perfect | {"step": 200}], GRAPH)

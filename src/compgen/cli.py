@@ -63,11 +63,24 @@ def apply_preset(parser: argparse.ArgumentParser, presets: dict[str, dict[str, A
     pre.add_argument("--preset", choices=sorted(presets), default=None)
     known, _ = pre.parse_known_args(argv)
     if known.preset:
-        unknown = set(presets[known.preset]) - {a.dest for a in parser._actions}
-        if unknown:
-            raise ValueError(f"preset {known.preset!r} sets unknown options {sorted(unknown)}")
-        parser.set_defaults(**presets[known.preset])
+        set_known_defaults(parser, presets[known.preset], f"preset {known.preset!r}")
     return known.preset or "none"
+
+
+def set_known_defaults(parser: argparse.ArgumentParser, values: dict[str, Any], source: str) -> None:
+    """Make ``values`` the defaults of ``parser``, refusing (``ValueError`` naming ``source``) options it lacks."""
+    unknown = set(values) - {a.dest for a in parser._actions}
+    if unknown:
+        raise ValueError(f"{source} sets unknown options {sorted(unknown)}")
+    parser.set_defaults(**values)
+
+
+def peek_option(parser: argparse.ArgumentParser, name: str, argv: list[str] | None) -> Any:
+    """The value ``--name`` will parse to (from ``argv``, else ``parser``'s default so far), read before the full
+    parse: the layers of defaults that depend on it (``--dataset``, ``--mixed_precision``) are applied first."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument(f"--{name}", default=parser.get_default(name))
+    return getattr(pre.parse_known_args(argv)[0], name)
 
 
 def parse_widths(text: str, option: str) -> tuple[int, ...]:

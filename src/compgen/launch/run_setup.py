@@ -31,7 +31,14 @@ import torch
 from accelerate import PartialState
 from torch import nn
 
-from ..cli import add_celeba_arguments, apply_preset, celeba_builder_options, parse_widths
+from ..cli import (
+    add_celeba_arguments,
+    apply_preset,
+    celeba_builder_options,
+    parse_widths,
+    peek_option,
+    set_known_defaults,
+)
 from ..concepts import ConceptGraph
 from ..data.loading import (
     CELEBA_SOURCE,
@@ -136,15 +143,13 @@ class TrainingRun:
 
 def apply_dataset_defaults(parser: argparse.ArgumentParser, preset: str, argv: list[str] | None) -> dict[str, Any]:
     """Make :data:`DATASET_DEFAULTS` of ``--dataset`` (``"*"``, then ``preset``) the defaults; returns them."""
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--dataset", default=parser.get_default("dataset"))
-    known, _ = pre.parse_known_args(argv)
-    table = DATASET_DEFAULTS.get(known.dataset, {})
+    dataset = peek_option(parser, "dataset", argv)
+    table = DATASET_DEFAULTS.get(dataset, {})
     defined = {a.dest for a in parser._actions}
     values = {k: v for k, v in {**table.get("*", {}), **table.get(preset, {})}.items() if k in defined}
     parser.set_defaults(**values)
     if values:
-        logger.info("defaults for dataset %s with preset %s: %s", known.dataset, preset, values)
+        logger.info("defaults for dataset %s with preset %s: %s", dataset, preset, values)
     return values
 
 
@@ -159,15 +164,9 @@ def apply_cpu_fp32_defaults(parser: argparse.ArgumentParser, cpu_fp32_presets: d
     values = cpu_fp32_presets.get(preset, {})
     if not values or torch.cuda.is_available():
         return {}
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--mixed_precision", default=parser.get_default("mixed_precision"))
-    known, _ = pre.parse_known_args(argv)
-    if resolve_mixed_precision(known.mixed_precision) != "no":
+    if resolve_mixed_precision(peek_option(parser, "mixed_precision", argv)) != "no":
         return {}
-    unknown = set(values) - {a.dest for a in parser._actions}
-    if unknown:
-        raise ValueError(f"the fp32 entry of preset {preset!r} sets unknown options {sorted(unknown)}")
-    parser.set_defaults(**values)
+    set_known_defaults(parser, values, f"the fp32 entry of preset {preset!r}")
     return values
 
 

@@ -41,9 +41,11 @@ def first_step_reaching(
     return None if step is None else int(step)
 
 
-def results_markdown(records: list[dict[str, Any]], graph: ConceptGraph) -> str:
+def results_markdown(records: list[dict[str, Any]], graph: ConceptGraph, eval_start_step: int = 0) -> str:
     """The results section: per-level final/best accuracy with first step >= 0.9, then per-class accuracy, each
-    beside the second scorer's (pixel statistics) when the records have it, and the classes the scorers disagree on."""
+    beside the second scorer's (pixel statistics) when the records have it, and the classes the scorers disagree on.
+    With ``eval_start_step`` (the run's ``--eval_start_step``) a level already at 0.9 at the first evaluation from
+    that step on reads ``<= step``: it may have got there before anything was evaluated."""
     if not records:
         return "No evaluation was run (train with probes to get compositional accuracy).\n"
     final = records[-1]
@@ -68,17 +70,15 @@ def results_markdown(records: list[dict[str, Any]], graph: ConceptGraph) -> str:
                       "for both scorers. *Fidelity* is the median colour strength of a class's samples over that of "
                       "real renders (1.0: as strong as the data; compgen.evaluation.typicality), a continuous "
                       "measure beside the categorical accuracy."]
-    # Evaluations that start late (--eval_start_step) bound the first step from above only at their first step.
-    steps = [r["step"] for r in records]
-    late_start = len(steps) > 1 and steps[0] > steps[1] - steps[0]
-    if late_start:
-        lines += ["", f"The evaluations start at step {steps[0]} (`--eval_start_step`): a level at 0.9 there may have "
+    start = min((r["step"] for r in records if r["step"] >= eval_start_step), default=None) if eval_start_step else None
+    if start is not None:
+        lines += ["", f"The evaluations start at step {start} (`--eval_start_step`): a level at 0.9 there may have "
                       "got there earlier (\"<= step\")."]
 
     def first(step: int | None) -> str:
         if step is None:
             return "not reached"
-        return f"<= {step}" if late_start and step == steps[0] else str(step)
+        return f"<= {step}" if step == start else str(step)
 
     pixel_header = (" pixel scorer final | pixel scorer first step >= 0.9 |", "---|---|") if pixel else ("", "")
     if fidelity:
@@ -220,7 +220,7 @@ def write_model_card(
         "",
         "## Results",
         "",
-        results_markdown(records, graph),
+        results_markdown(records, graph, config.eval_start_step),
     ]
     if has_plot:
         body += [f"![learning dynamics]({PLOT_NAME})", ""]
