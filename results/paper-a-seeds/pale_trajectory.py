@@ -43,9 +43,8 @@ def median_strength(images: np.ndarray) -> float:
 
 
 @torch.no_grad()
-def trajectory(run_dir: Path, name: str, images: int, steps: int, seed: int, real: float) -> dict:
+def trajectory(pipe: TupleConditionedDDPMPipeline, name: str, images: int, steps: int, seed: int, real: float) -> dict:
     """The median colour strength of the denoised estimate at each step over ``real`` (the class's real median)."""
-    pipe = TupleConditionedDDPMPipeline.from_pretrained(run_dir)
     scheduler = DDIMScheduler.from_config(pipe.scheduler.config)
     scheduler.set_timesteps(steps)
     unet = pipe.unet.eval()
@@ -84,7 +83,8 @@ def main() -> None:
     result = {"what": __doc__.split("\n\n")[0], "images_per_class": args.images, "ddim_steps": args.steps,
               "seed": args.seed, "runs": {}}
     for run_dir in args.run_dirs:
-        result["runs"][run_dir.name] = {name: trajectory(run_dir, name, args.images, args.steps, args.seed, real[name])
+        pipe = TupleConditionedDDPMPipeline.from_pretrained(run_dir)
+        result["runs"][run_dir.name] = {name: trajectory(pipe, name, args.images, args.steps, args.seed, real[name])
                                         for name in CLASSES}
         print(run_dir.name, {name: (r["estimate_fidelity"][0], r["estimate_fidelity"][len(r["estimate_fidelity"]) // 2],
                                     r["sample_fidelity"]) for name, r in result["runs"][run_dir.name].items()})
