@@ -108,6 +108,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         help="how concepts enter the decoder: h*e+t (Paper A), h*(1+e)+t, or h+e+t")
     parser.add_argument("--concept_embedding_init", default="normal", choices=["normal", "zero"],
                         help="zero: every concept embeds to 0 at initialisation (with film or add modulation)")
+    parser.add_argument("--modulate_full_resolution", action="store_true",
+                        help="modulate the last decoder stage's full-resolution output by the concepts too")
+    parser.add_argument("--no_modulate_full_resolution", dest="modulate_full_resolution", action="store_false")
     parser.add_argument("--num_train_timesteps", type=int, default=500)
     parser.add_argument("--prediction_type", default="epsilon", choices=["epsilon", "v_prediction", "sample"])
     parser.add_argument("--layers_per_block", type=int, default=2)
@@ -134,6 +137,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         block_type=args.block_type,
         norm_type=args.norm_type,
         num_train_timesteps=args.num_train_timesteps,
+        modulate_full_resolution=args.modulate_full_resolution,
     )
     task = DDPMTask(unet, paper_ddpm_scheduler(args.num_train_timesteps, args.prediction_type),
                     eval_inference_steps=args.eval_inference_steps, eval_guidance_scale=args.eval_guidance_scale)

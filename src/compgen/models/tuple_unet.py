@@ -148,6 +148,10 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
         norm_type: Normalisation in the conv blocks: ``"group"`` (GroupNorm, compgen's) or ``"batch"`` (BatchNorm,
             the official code's). The bottleneck and output layers use GroupNorm in both layouts, as the official code.
         num_train_timesteps: The noise schedule's length ``T``; the ``paper`` layout embeds ``t / T``.
+        modulate_full_resolution: Also modulate the last decoder stage's full-resolution output (before the output
+            convolution) by the concepts and the time, so the concepts reach the pixels a small object is drawn
+            with; Paper A modulates only the decoder stages' inputs (``False``, at ``sample_size / 4`` and
+            ``sample_size / 2`` with two stages).
     """
 
     _supports_gradient_checkpointing = True
@@ -177,6 +181,7 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
         block_type: str = "residual",
         norm_type: str = "group",
         num_train_timesteps: int = 500,
+        modulate_full_resolution: bool = False,
     ) -> None:
         check_config_bounds(type(self).__name__, locals())
         super().__init__()
@@ -196,9 +201,10 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
 
         channels = list(block_out_channels)
         self.bottleneck_size = sample_size // downscale
-        # Decoder stage i is modulated on its input, which has channels[i] channels: one scale/shift per stage.
-        self.modulation_channels = channels[::-1]
-        modulation_dim = sum(channels)
+        # Decoder stage i is modulated on its input, which has channels[i] channels: one scale/shift per stage, and
+        # one more on the last stage's output (channels[0]) with modulate_full_resolution.
+        self.modulation_channels = channels[::-1] + (channels[:1] if modulate_full_resolution else [])
+        modulation_dim = sum(self.modulation_channels)
 
         down_blocks = 1 if paper else layers_per_block
         if paper:
@@ -278,6 +284,16 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
             raise ValueError("block_type='paper' is the official layout (one block per down stage, two per up stage): "
                              f"layers_per_block must be 2, got {layers}")
 
+    def modulate(self, h: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+        """Features ``h`` ``(B, C, H, W)`` modulated by one stage's concept scale and time shift ``(B, C)``, as
+        ``concept_modulation`` says."""
+        modulation = self.config.concept_modulation
+        if modulation == "multiply":
+            return torch.addcmul(shift[:, :, None, None], h, scale[:, :, None, None])
+        if modulation == "film":
+            return torch.addcmul(h + shift[:, :, None, None], h, scale[:, :, None, None])
+        return h + (scale + shift)[:, :, None, None]
+
     def forward(
         self,
         sample: torch.Tensor,
@@ -322,15 +338,13 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
         else:
             h = self.bottleneck_up(pooled).reshape(batch_size, -1, self.bottleneck_size, self.bottleneck_size)
             h = F.gelu(self.bottleneck_norm(h))
-        modulation = self.config.concept_modulation
-        for stage, skip, scale, shift in zip(self.up_stages, reversed(skips), concept_scales, time_shifts, strict=True):
-            if modulation == "multiply":
-                h = torch.addcmul(shift[:, :, None, None], h, scale[:, :, None, None])
-            elif modulation == "film":
-                h = torch.addcmul(h + shift[:, :, None, None], h, scale[:, :, None, None])
-            else:
-                h = h + (scale + shift)[:, :, None, None]
+        stages = len(self.up_stages)
+        for stage, skip, scale, shift in zip(self.up_stages, reversed(skips), concept_scales[:stages],
+                                             time_shifts[:stages], strict=True):
+            h = self.modulate(h, scale, shift)
             h = self._gradient_checkpointing_func(stage, h, skip) if checkpointing else stage(h, skip)
+        if self.config.modulate_full_resolution:
+            h = self.modulate(h, concept_scales[-1], time_shifts[-1])
         out = self.conv_out(torch.cat([h, x_in], dim=1))
 
         if not return_dict:

@@ -117,6 +117,7 @@ class DDPMTask(TrainingTask):
                 "concept_embedding_init": getattr(config, "concept_embedding_init", "normal"),
                 "block_type": getattr(config, "block_type", "residual"),
                 "norm_type": getattr(config, "norm_type", "group"),
+                "modulate_full_resolution": getattr(config, "modulate_full_resolution", False),
                 "num_train_timesteps": self.scheduler.config.num_train_timesteps,
                 "beta_schedule": self.scheduler.config.beta_schedule,
                 "prediction_type": self.scheduler.config.prediction_type,
