@@ -5,6 +5,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 from conftest import reset_accelerate_state
 from repo_scripts import load_repo_script
 
@@ -152,3 +153,24 @@ def test_a_guided_evaluation_is_recorded_and_rescored_the_same(tmp_path, capsys)
     assert record["evaluation_options"]["guidance_scale"] == 2.0
     for key in ("accuracy", "pixel_accuracy", "object_rate"):
         assert record[key] == last[key], key
+
+
+def test_gate_diagnostics_measure_the_full_resolution_gate_too():
+    """With ``modulate_full_resolution`` the gates have a third stage, the full-resolution output, measured like the
+    others (its features are the gated first half of the output convolution's input)."""
+    from diffusers import DDPMScheduler
+
+    from compgen import shapes_space
+    from compgen.concepts import ConceptGraph
+    from compgen.evaluation.gate_diagnostics import gate_statistics
+    from compgen.models.tuple_unet import TupleConditionedUNet2DModel
+
+    space = shapes_space()
+    torch.manual_seed(0)
+    unet = TupleConditionedUNet2DModel(space.to_dict(), block_out_channels=(8, 16), layers_per_block=1,
+                                       concept_modulation="film", modulate_full_resolution=True)
+    graph = ConceptGraph(space, training_classes=[(0, 0, 0), (0, 0, 1), (0, 1, 0), (1, 0, 0)])
+    result = gate_statistics(unet, DDPMScheduler(num_train_timesteps=500), graph, images_per_class=2)
+    stages = result["classes"]["111"]["stages"]
+    assert len(stages) == 3
+    assert all(np.isfinite(list(stage.values())).all() for stage in stages)

@@ -49,6 +49,10 @@ def gate_statistics(unet, scheduler, graph: ConceptGraph, noise_step: int = 250,
     captured: list[torch.Tensor] = []
     hooks = [stage.register_forward_pre_hook(lambda module, args: captured.append(args[0]))
              for stage in unet.up_stages]
+    if unet.config.modulate_full_resolution:  # the gated full-resolution features are the first half of conv_out's input
+        full_resolution = unet.modulation_channels[-1]
+        hooks.append(unet.conv_out.register_forward_pre_hook(
+            lambda module, args: captured.append(args[0][:, :full_resolution])))
     config = RenderConfig(image_size=unet.config.sample_size, color_jitter=PAPER_COLOR_JITTER,
                           size_jitter=PAPER_SIZE_JITTER)
     generator = torch.Generator().manual_seed(seed)

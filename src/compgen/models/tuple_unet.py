@@ -4,7 +4,8 @@ diffusers model.
 Conv blocks (Conv3x3 + norm + GELU) go down ``28 -> 14 -> 7`` (one halving per entry of ``block_out_channels``), the
 bottleneck is average-pooled to ``1x1`` and projected back up. Each concept variable has its own embedding; the
 embeddings are *summed* and *multiply* the decoder features of every stage (a FiLM-like scale), and the time
-embedding is *added*: ``h = h * sum_v concept_embedding_v + time_embedding``.
+embedding is *added*: ``h = h * sum_v concept_embedding_v + time_embedding``. With ``modulate_full_resolution`` the
+last decoder stage's full-resolution output is modulated too, where Paper A's decoder leaves it unconditioned.
 
 Two layouts share this frame (``block_type``): ``"residual"``, compgen's (every block residual, ``layers_per_block``
 blocks per stage, one sinusoidal time embedding and one concept embedding split across the stages), and ``"paper"``,
