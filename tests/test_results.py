@@ -32,6 +32,17 @@ def test_a_run_summary_gives_final_best_first_step_and_the_collapse_by_both_scor
     assert pixel["first_step_0.9"] is None and pixel["rose_then_collapsed"] is False  # never rose to 0.5
     assert summary["final_per_class"]["111"] == {"probes": 0.1, "pixel statistics": 0.1, "level": 2}
     assert summary["last_step"] == 400 and summary["wall_clock_s"] == 40.0
+    assert summary["first_evaluation_step"] == 100
+
+
+def test_a_run_evaluated_from_a_late_step_says_where_its_evaluations_start():
+    """A run with ``--eval_start_step 600``: its first step at 0.9 is its first evaluation, and the summary says that
+    nothing before it is known."""
+    records = _records([1.0, 1.0, 1.0])
+    for record, step in zip(records, (600, 700, 800), strict=True):
+        record["step"] = step
+    summary = run_summary(records)
+    assert summary["levels"]["2"]["probes"]["first_step_0.9"] == summary["first_evaluation_step"] == 600
 
 
 def test_numbers_a_readme_quotes_must_be_in_the_summary_at_their_precision():

@@ -30,13 +30,17 @@ from .tracker import own_records, read_log
 
 
 def run_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Per level and scorer: final, best (with its step) and first step at 0.9; whether the level rose then
+    """Per level and scorer: final, best (with its step) and first step at 0.9 (with the run's first evaluation step,
+    before which nothing is known); whether the level rose then
     collapsed (peak >= :data:`~compgen.evaluation.compare.COLLAPSE_PEAK`, final that far below); final per class."""
     records = own_records(records)  # a fine-tuning log: its own phase (its source's may have other levels)
     if not records:
         raise ValueError("a run has no evaluation records")
     levels = sorted(records[0]["level_accuracy"], key=int)
-    summary: dict[str, Any] = {"last_step": int(records[-1]["step"]), "levels": {}}
+    # A first step at 0.9 equal to first_evaluation_step says only "by then": a run may evaluate from a late step
+    # (--eval_start_step), and nothing before its first evaluation is known.
+    summary: dict[str, Any] = {"first_evaluation_step": int(records[0]["step"]), "last_step": int(records[-1]["step"]),
+                               "levels": {}}
     for level in levels:
         entry = {}
         for scorer, key in SCORERS.items():
