@@ -6,8 +6,9 @@ Per arm (a model of studies/paper_a_seeds.yaml: bf16, fp32, or a candidate prese
 (compgen.evaluation.compare.headline_held: every level >= 0.9 by both scorers at each of the last three evaluations,
 every level's fidelity >= 0.75 at the last), each level's lowest accuracy over those evaluations and its fidelity, the
 classes below 0.9 by either scorer with the concepts the pixel scorer rejects in them (its per-concept accuracy, where
-the log has it), and the run's wall-clock; per arm the share of seeds held and the wall-clock's range. Written to each
-folder's distribution.json and printed as a table.
+the log has it), and the run's wall-clock; per arm the share of seeds held, the highest level's lowest accuracy at the
+worst seed and its mean over the seeds, and the wall-clock's range. Written to each folder's distribution.json and
+printed as a table.
 """
 
 from __future__ import annotations
@@ -71,6 +72,10 @@ def distribution(folder: Path) -> dict:
         arm["held"] = f"{sum(s['held'] for s in seeds)} of {len(seeds)}"
         accurate = [s["seed"] for s in seeds if min(s["lowest_accuracy"].values()) >= 0.9]
         arm["accuracy_part_held"] = {"seeds": accurate, "share": f"{len(accurate)} of {len(seeds)}"}
+        top = max(seeds[0]["lowest_accuracy"], key=int)  # the highest level (2 on H32): how far the seeds get
+        arm["top_level_lowest_accuracy"] = {"level": top, "worst_seed": min(s["lowest_accuracy"][top] for s in seeds),
+                                            "mean_over_seeds": round(sum(s["lowest_accuracy"][top] for s in seeds)
+                                                                     / len(seeds), 4)}
         times = [s["wall_clock_s"] for s in seeds if s["wall_clock_s"]]
         arm["wall_clock_s"] = [min(times), max(times)] if times else None
     return {"folder": folder.name, "machine": summary["machine"], "date": summary["date"], "arms": arms}
