@@ -49,7 +49,7 @@ def gate_statistics(unet, scheduler, graph: ConceptGraph, noise_step: int = 250,
     captured: list[torch.Tensor] = []
     hooks = [stage.register_forward_pre_hook(lambda module, args: captured.append(args[0]))
              for stage in unet.up_stages]
-    if unet.config.modulate_full_resolution:  # the gated full-resolution features are the first half of conv_out's input
+    if unet.config.modulate_full_resolution:  # the gated full-resolution features: conv_out's input's first half
         full_resolution = unet.modulation_channels[-1]
         hooks.append(unet.conv_out.register_forward_pre_hook(
             lambda module, args: captured.append(args[0][:, :full_resolution])))
