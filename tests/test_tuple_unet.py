@@ -242,6 +242,14 @@ def test_zero_concept_embedding_init_is_refused_with_the_multiplying_modulation(
         make_unet(concept_modulation="film", concept_embedding_init="small")
     assert make_unet().config.concept_embedding_init == "normal"
 
+def capture_full_resolution(unet: TupleConditionedUNet2DModel) -> dict:
+    """After a forward pass: ``stage``, the last decoder stage's output, and ``conv_in``, the output convolution's
+    input (its first channels are the full-resolution features, gated or not)."""
+    captured = {}
+    unet.up_stages[-1].register_forward_hook(lambda module, args, output: captured.update(stage=output))
+    unet.conv_out.register_forward_pre_hook(lambda module, args: captured.update(conv_in=args[0]))
+    return captured
+
 
 @pytest.mark.parametrize("layout", [{}, {"block_type": "paper", "layers_per_block": 2}])
 @pytest.mark.parametrize("modulation", ["multiply", "film", "add"])
@@ -252,9 +260,7 @@ def test_modulate_full_resolution_gates_the_output_convolutions_input(layout, mo
     unet = make_unet(conditioning="full", concept_modulation=modulation, modulate_full_resolution=True, **layout)
     assert unet.modulation_channels == [16, 8, 8]
     sample, timesteps, concepts = batch()
-    captured = {}
-    unet.up_stages[-1].register_forward_hook(lambda module, args, output: captured.update(stage=output))
-    unet.conv_out.register_forward_pre_hook(lambda module, args: captured.update(conv_in=args[0]))
+    captured = capture_full_resolution(unet)
     with torch.no_grad():
         out = unet(sample, timesteps, concepts).sample
         scale = unet.concept_embedding(concepts, None, None).sum(dim=1).split(unet.modulation_channels, dim=1)[-1]
@@ -281,9 +287,7 @@ def test_modulate_full_resolution_off_leaves_the_full_resolution_features_ungate
     unet = make_unet()
     assert unet.modulation_channels == [16, 8] and unet.config.modulate_full_resolution is False
     sample, timesteps, concepts = batch()
-    captured = {}
-    unet.up_stages[-1].register_forward_hook(lambda module, args, output: captured.update(stage=output))
-    unet.conv_out.register_forward_pre_hook(lambda module, args: captured.update(conv_in=args[0]))
+    captured = capture_full_resolution(unet)
     with torch.no_grad():
         unet(sample, timesteps, concepts)
     torch.testing.assert_close(captured["conv_in"][:, :8], captured["stage"], atol=0, rtol=0)
