@@ -104,8 +104,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--block_out_channels", default="64,128", help="U-Net widths, comma separated")
     parser.add_argument("--conditioning", default="full", choices=["full", "quantized"])
     parser.add_argument("--concept_dropout", type=float, default=0.0)
-    parser.add_argument("--concept_modulation", default="multiply", choices=["multiply", "film", "add"],
-                        help="how concepts enter the decoder: h*e+t (Paper A), h*(1+e)+t, or h+e+t")
+    parser.add_argument("--concept_modulation", default="multiply",
+                        choices=["multiply", "film", "add", "scale_shift"],
+                        help="how concepts enter the decoder: h*e+t (Paper A), h*(1+e)+t, h+e+t, or "
+                             "h*(1+e_scale)+e_shift+t")
     parser.add_argument("--concept_embedding_init", default="normal", choices=["normal", "zero"],
                         help="zero: every concept embeds to 0 at initialisation (with film or add modulation)")
     parser.add_argument("--modulate_full_resolution", action="store_true",

@@ -168,7 +168,8 @@ PAPER = {"block_type": "paper", "norm_type": "batch", "layers_per_block": 2}
 
 
 @pytest.mark.parametrize("mode", [{"conditioning": "quantized"}, {"conditioning": "full"}, {"concept_dropout": 0.1},
-                                  {"norm_type": "group"}, {"concept_modulation": "film"}])
+                                  {"norm_type": "group"}, {"concept_modulation": "film"},
+                                  {"concept_modulation": "scale_shift"}])
 def test_paper_layout_forward_and_gradients(mode):
     unet = make_unet(**{**PAPER, **mode}).train()
     sample, timesteps, concepts = batch()
@@ -205,7 +206,7 @@ def test_residual_layout_builds_what_it_built_before_the_paper_layout():
 
 
 @pytest.mark.parametrize("layout", [{}, {"block_type": "paper", "layers_per_block": 2}])
-@pytest.mark.parametrize("modulation", ["film", "add"])
+@pytest.mark.parametrize("modulation", ["film", "add", "scale_shift"])
 def test_zero_concept_embedding_init_starts_unconditioned_and_learns(layout, modulation, tmp_path):
     """``concept_embedding_init="zero"``: every concept embeds to 0, so at initialisation the output is the same for
     every class (the decoder starts unconditioned); one step of training gives the classes apart again, and the
@@ -252,7 +253,7 @@ def capture_full_resolution(unet: TupleConditionedUNet2DModel) -> dict:
 
 
 @pytest.mark.parametrize("layout", [{}, {"block_type": "paper", "layers_per_block": 2}])
-@pytest.mark.parametrize("modulation", ["multiply", "film", "add"])
+@pytest.mark.parametrize("modulation", ["multiply", "film", "add", "scale_shift"])
 def test_modulate_full_resolution_gates_the_output_convolutions_input(layout, modulation, tmp_path):
     """``modulate_full_resolution``: the last decoder stage's output is modulated by one more slice of the concept and
     time embeddings before the output convolution (exactly ``modulate`` of it), gradients reach every parameter, and
@@ -263,8 +264,10 @@ def test_modulate_full_resolution_gates_the_output_convolutions_input(layout, mo
     captured = capture_full_resolution(unet)
     with torch.no_grad():
         out = unet(sample, timesteps, concepts).sample
-        scale = unet.concept_embedding(concepts, None, None).sum(dim=1).split(unet.modulation_channels, dim=1)[-1]
-        shift = unet.embed_time(timesteps)[-1]
+        scales, concept_shifts = unet.split_concept_embedding(unet.concept_embedding(concepts, None, None).sum(dim=1))
+        scale, shift = scales[-1], unet.embed_time(timesteps)[-1]
+        if concept_shifts is not None:
+            shift = shift + concept_shifts[-1]
         expected = unet.modulate(captured["stage"], scale, shift)
     torch.testing.assert_close(captured["conv_in"][:, :8], expected)
     assert not torch.allclose(expected, captured["stage"])
@@ -291,3 +294,29 @@ def test_modulate_full_resolution_off_leaves_the_full_resolution_features_ungate
     with torch.no_grad():
         unet(sample, timesteps, concepts)
     torch.testing.assert_close(captured["conv_in"][:, :8], captured["stage"], atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("layout", [{}, {"block_type": "paper", "layers_per_block": 2}])
+def test_scale_shift_modulation_scales_and_shifts_each_stage_by_the_concepts(layout):
+    """``concept_modulation="scale_shift"``: each concept embeds to a scale and a shift per modulated channel, and
+    every decoder stage's input is ``h * (1 + scale) + time shift + concept shift``, with ``h`` the bottleneck's
+    features for the first stage and the previous stage's output after it."""
+    unet = make_unet(conditioning="full", concept_modulation="scale_shift", **layout)
+    film = make_unet(conditioning="full", concept_modulation="film", **layout)
+    assert unet.concept_embedding.embedding_dim == 2 * film.concept_embedding.embedding_dim == 2 * 24
+    sample, timesteps, concepts = batch()
+    inputs, unmodulated = [], []
+    activation = torch.relu if layout else torch.nn.functional.gelu
+    unet.bottleneck_norm.register_forward_hook(lambda module, args, output: unmodulated.append(activation(output)))
+    for stage in unet.up_stages:
+        stage.register_forward_pre_hook(lambda module, args: inputs.append(args[0]))
+        stage.register_forward_hook(lambda module, args, output: unmodulated.append(output))
+    with torch.no_grad():
+        unet(sample, timesteps, concepts)
+        scales, shifts = unet.split_concept_embedding(unet.concept_embedding(concepts, None, None).sum(dim=1))
+        times = unet.embed_time(timesteps)
+    assert [s.shape[1] for s in scales] == [s.shape[1] for s in shifts] == unet.modulation_channels
+    for h, stage_input, scale, time, shift in zip(unmodulated, inputs, scales, times, shifts, strict=False):
+        expected = h * (1 + scale[:, :, None, None]) + (time + shift)[:, :, None, None]
+        torch.testing.assert_close(stage_input, expected)
+    assert len(inputs) == 2 and not torch.allclose(shifts[0][0], shifts[0][1])

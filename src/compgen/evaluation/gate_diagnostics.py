@@ -2,15 +2,16 @@
 
 In Paper A's U-Net (``TupleConditionedUNet2DModel``) the per-variable concept embeddings are summed into one vector
 ``e(c)`` per class that scales the decoder features of every stage (``h * e + t``, or ``h * (1 + e) + t`` with
-``concept_modulation="film"``). A held-out class's ``e(c)`` is a sum the model never saw; if it points where the
-training sums never pointed, or shrinks, it can scale the features toward zero and the denoiser draws an empty frame.
+``concept_modulation="film"``, or ``"scale_shift"``, whose concept shift joins ``t``). A held-out class's ``e(c)`` is
+a sum the model never saw; if it points where the training sums never pointed, or shrinks, it can scale the features
+toward zero and the denoiser draws an empty frame.
 
     python -m compgen.evaluation.gate_diagnostics MODEL_DIR [--noise_step 250] [--markdown FILE]
 
 prints, per class and decoder stage: the gate's RMS, the cosine similarity to the nearest training class's gate, the
-fraction of channels whose gate is near zero (|gate| < 0.05, or |1 + gate| < 0.05 for ``film``), and the RMS of the
-modulated decoder features on noisy real images of that class (``h`` after the gate), relative to the training
-classes' mean.
+fraction of channels whose gate is near zero (|gate| < 0.05, or |1 + gate| < 0.05 for ``film`` and ``scale_shift``),
+and the RMS of the modulated decoder features on noisy real images of that class (``h`` after the gate), relative to
+the training classes' mean.
 """
 
 from __future__ import annotations
@@ -40,9 +41,9 @@ def gate_statistics(unet, scheduler, graph: ConceptGraph, noise_step: int = 250,
     device = unet.device
     names = [graph.format(node) for node in graph.nodes]
     concepts = torch.tensor(graph.nodes, dtype=torch.long, device=device)
-    scale = unet.concept_embedding(concepts).sum(dim=1)  # canonical values for continuous variables
-    gates = scale.split(unet.modulation_channels, dim=1)
-    film = unet.config.concept_modulation == "film"
+    # canonical values for continuous variables; with scale_shift, the scales are the gates
+    gates, _ = unet.split_concept_embedding(unet.concept_embedding(concepts).sum(dim=1))
+    film = unet.config.concept_modulation in ("film", "scale_shift")
     training = [names.index(graph.format(c)) for c in graph.training_classes]
 
     # The decoder features right after the gate, per stage, on noisy real images of each class.

@@ -31,7 +31,7 @@ from .concept_embedding import ConceptConditionedMixin, ConceptEmbedding
 from .config_bounds import check_config_bounds
 from .timestep_embedding import SinusoidalTimesteps, broadcast_timesteps
 
-CONCEPT_MODULATIONS = ("multiply", "film", "add")
+CONCEPT_MODULATIONS = ("multiply", "film", "add", "scale_shift")
 CONCEPT_EMBEDDING_INITS = ("normal", "zero")
 BLOCK_TYPES = ("residual", "paper")
 NORM_TYPES = ("group", "batch")
@@ -138,10 +138,13 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
             When > 0 the model has null embeddings, which enables classifier-free guidance.
         concept_modulation: How the summed concept embedding ``e`` enters each decoder stage with the time embedding
             ``t``: ``"multiply"`` (Paper A: ``h * e + t``), ``"film"`` (``h * (1 + e) + t``, identity at ``e = 0``,
-            so no embedding can switch the features off) or ``"add"`` (``h + e + t``).
+            so no embedding can switch the features off), ``"add"`` (``h + e + t``) or ``"scale_shift"`` (FiLM with a
+            concept shift too, ``h * (1 + e_scale) + e_shift + t``: each concept embeds to a scale and a shift, as
+            diffusers' ``time_embedding_norm="scale_shift"`` does for the time, so a concept can add its colour to
+            the features as well as scale them).
         concept_embedding_init: ``"normal"`` (PyTorch's initialisation of the embedders: a table from N(0, 1), MLPs
             as ``nn.Linear``) or ``"zero"`` (every embedder's output layer at zero, so each concept embeds to 0 at
-            initialisation and the decoder starts unconditioned, DiT's adaLN-Zero; only with ``"film"`` or ``"add"``,
+            initialisation and the decoder starts unconditioned, DiT's adaLN-Zero; not with ``"multiply"``,
             which are the identity at 0, where ``"multiply"`` would switch every feature off).
         block_type: ``"residual"`` (compgen's layout) or ``"paper"`` (the official ``ContextUnet`` of Paper A's code:
             the same layers, widths and parameter count; one block per down stage and two per up stage, so
@@ -206,6 +209,8 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
         # one more on the last stage's output (channels[0]) with modulate_full_resolution.
         self.modulation_channels = channels[::-1] + (channels[:1] if modulate_full_resolution else [])
         modulation_dim = sum(self.modulation_channels)
+        # scale_shift: the concepts embed to a scale per modulated channel, then a shift per modulated channel.
+        concept_channels = self.modulation_channels * (2 if concept_modulation == "scale_shift" else 1)
 
         down_blocks = 1 if paper else layers_per_block
         if paper:
@@ -246,11 +251,11 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
             self.time_embedding = TimestepEmbedding(channels[0], modulation_dim, act_fn="gelu")
         self.concept_embedding = ConceptEmbedding(
             space,
-            modulation_dim,
+            sum(concept_channels),
             continuous_concepts=continuous_concepts if conditioning == "full" else None,
             use_null=concept_dropout > 0,
             categorical="one_hot_mlp" if paper else "table",
-            split_dims=self.modulation_channels if paper else None,
+            split_dims=concept_channels if paper else None,
         )
         if concept_embedding_init == "zero":
             self.concept_embedding.zero_output_layers_()
@@ -291,9 +296,17 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
         modulation = self.config.concept_modulation
         if modulation == "multiply":
             return torch.addcmul(shift[:, :, None, None], h, scale[:, :, None, None])
-        if modulation == "film":
+        if modulation in ("film", "scale_shift"):  # scale_shift's shift holds the concept shift too
             return torch.addcmul(h + shift[:, :, None, None], h, scale[:, :, None, None])
         return h + (scale + shift)[:, :, None, None]
+
+    def split_concept_embedding(self, embedding: torch.Tensor) -> tuple[tuple[torch.Tensor, ...], tuple | None]:
+        """The summed concept embedding ``(B, D)`` as one ``(B, C_i)`` scale per modulated stage, and with
+        ``concept_modulation="scale_shift"`` one concept shift per stage (``None`` otherwise)."""
+        if self.config.concept_modulation != "scale_shift":
+            return embedding.split(self.modulation_channels, dim=1), None
+        scales, shifts = embedding.chunk(2, dim=1)
+        return scales.split(self.modulation_channels, dim=1), shifts.split(self.modulation_channels, dim=1)
 
     def forward(
         self,
@@ -322,8 +335,10 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
         drop_mask = self.training_drop_mask(concepts, drop_mask)
 
         time_shifts = self.embed_time(broadcast_timesteps(timestep, batch_size, sample.device))
-        concept_scale = self.concept_embedding(concepts, concept_values, drop_mask).sum(dim=1)
-        concept_scales = concept_scale.split(self.modulation_channels, dim=1)
+        concept_scales, concept_shifts = self.split_concept_embedding(
+            self.concept_embedding(concepts, concept_values, drop_mask).sum(dim=1))
+        if concept_shifts is not None:
+            time_shifts = tuple(t + c for t, c in zip(time_shifts, concept_shifts, strict=True))
 
         x_in = self.conv_in(sample)
         skips = []
