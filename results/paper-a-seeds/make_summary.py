@@ -7,8 +7,8 @@ Per arm (a model of studies/paper_a_seeds.yaml: bf16, fp32, or a candidate prese
 every level's fidelity >= 0.75 at the last), each level's lowest accuracy over those evaluations and its fidelity, the
 classes below 0.9 by either scorer with the concepts the pixel scorer rejects in them (its per-concept accuracy, where
 the log has it), and the run's wall-clock; per arm the share of seeds held, the highest level's lowest accuracy at the
-worst seed and its mean over the seeds, and the wall-clock's range. Written to each folder's distribution.json and
-printed as a table.
+worst seed and its mean over the seeds, and the wall-clock's range; across the arms that ran seeds 0-9, which arms
+hold each seed. Written to each folder's distribution.json and printed as a table.
 """
 
 from __future__ import annotations
@@ -78,7 +78,22 @@ def distribution(folder: Path) -> dict:
                                                                      / len(seeds), 4)}
         times = [s["wall_clock_s"] for s in seeds if s["wall_clock_s"]]
         arm["wall_clock_s"] = [min(times), max(times)] if times else None
-    return {"folder": folder.name, "machine": summary["machine"], "date": summary["date"], "arms": arms}
+    return {"folder": folder.name, "machine": summary["machine"], "date": summary["date"], "arms": arms,
+            "seeds_across_arms": seeds_across_arms(arms)}
+
+
+def seeds_across_arms(arms: dict[str, dict]) -> dict | None:
+    """Over the arms that ran seeds 0-9 on the headline split: per seed, the arms that hold it, and how many of those
+    arms hold a seed (does a seed hold or fail whatever the change, or do the changes move which seeds hold?)."""
+    ten = {name: {s["seed"]: s["held"] for s in arm["seeds"]} for name, arm in arms.items()
+           if " on " not in name and sorted(s["seed"] for s in arm["seeds"]) == list(range(10))}
+    if len(ten) < 2:
+        return None
+    by_seed = {seed: sorted(name for name, held in ten.items() if held[seed]) for seed in range(10)}
+    return {"arms": sorted(ten), "held_by_seed": by_seed,
+            "arms_holding_each_seed": {seed: f"{len(names)} of {len(ten)}" for seed, names in by_seed.items()},
+            "share_held_per_arm": {name: sum(held.values()) for name, held in sorted(ten.items())},
+            "runs_held": f"{sum(sum(held.values()) for held in ten.values())} of {10 * len(ten)}"}
 
 
 def main() -> None:
