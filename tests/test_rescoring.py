@@ -155,9 +155,11 @@ def test_a_guided_evaluation_is_recorded_and_rescored_the_same(tmp_path, capsys)
         assert record[key] == last[key], key
 
 
-def test_gate_diagnostics_measure_the_full_resolution_gate_too():
+@pytest.mark.parametrize("modulation", ["film", "scale_shift"])
+def test_gate_diagnostics_measure_the_full_resolution_gate_too(modulation):
     """With ``modulate_full_resolution`` the gates have a third stage, the full-resolution output, measured like the
-    others (its features are the gated first half of the output convolution's input)."""
+    others (its features are the gated first half of the output convolution's input); with ``scale_shift`` the gates
+    are the concept scales, the first half of the concept embedding."""
     from diffusers import DDPMScheduler
 
     from compgen import shapes_space
@@ -168,9 +170,13 @@ def test_gate_diagnostics_measure_the_full_resolution_gate_too():
     space = shapes_space()
     torch.manual_seed(0)
     unet = TupleConditionedUNet2DModel(space.to_dict(), block_out_channels=(8, 16), layers_per_block=1,
-                                       concept_modulation="film", modulate_full_resolution=True)
+                                       concept_modulation=modulation, modulate_full_resolution=True)
     graph = ConceptGraph(space, training_classes=[(0, 0, 0), (0, 0, 1), (0, 1, 0), (1, 0, 0)])
     result = gate_statistics(unet, DDPMScheduler(num_train_timesteps=500), graph, images_per_class=2)
     stages = result["classes"]["111"]["stages"]
     assert len(stages) == 3
+    with torch.no_grad():
+        scales, _ = unet.split_concept_embedding(unet.concept_embedding(torch.tensor([[1, 1, 1]])).sum(dim=1))
+    expected_rms = [float(scale.float().pow(2).mean().sqrt()) for scale in scales]
+    assert [stage["gate_rms"] for stage in stages] == pytest.approx(expected_rms)
     assert all(np.isfinite(list(stage.values())).all() for stage in stages)
