@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         help="how concepts enter the decoder: h*e+t (Paper A), h*(1+e)+t, h+e+t, or "
                              "h*(1+e_scale)+e_shift+t")
     parser.add_argument("--concept_embedding_init", default="normal", choices=["normal", "zero"],
-                        help="zero: every concept embeds to 0 at initialisation (with film or add modulation)")
+                        help="zero: every concept embeds to 0 at initialisation (not with multiply)")
     parser.add_argument("--modulate_full_resolution", action="store_true",
                         help="modulate the last decoder stage's full-resolution output by the concepts too")
     parser.add_argument("--no_modulate_full_resolution", dest="modulate_full_resolution", action="store_false")

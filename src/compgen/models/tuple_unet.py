@@ -144,8 +144,8 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
             the features as well as scale them).
         concept_embedding_init: ``"normal"`` (PyTorch's initialisation of the embedders: a table from N(0, 1), MLPs
             as ``nn.Linear``) or ``"zero"`` (every embedder's output layer at zero, so each concept embeds to 0 at
-            initialisation and the decoder starts unconditioned, DiT's adaLN-Zero; not with ``"multiply"``,
-            which are the identity at 0, where ``"multiply"`` would switch every feature off).
+            initialisation and the decoder starts unconditioned, DiT's adaLN-Zero; with every modulation but
+            ``"multiply"``, which are the identity at 0, where ``"multiply"`` would switch every feature off).
         block_type: ``"residual"`` (compgen's layout) or ``"paper"`` (the official ``ContextUnet`` of Paper A's code:
             the same layers, widths and parameter count; one block per down stage and two per up stage, so
             ``layers_per_block`` must be 2; categorical concepts through an MLP on their one-hot vector).
@@ -282,7 +282,7 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
         if options.get("concept_embedding_init") == "zero" and modulation == "multiply":
             raise ValueError("concept_embedding_init='zero' embeds every concept to 0 at initialisation, which the "
                              "'multiply' modulation (h * e + t) turns into all-zero features: use concept_modulation "
-                             "'film' or 'add'")
+                             "'film', 'add' or 'scale_shift'")
         layers = options.get("layers_per_block", 2)
         if layers < 1:
             raise ValueError(f"layers_per_block must be at least 1, got {layers}")
