@@ -38,6 +38,14 @@ PAPER_COLOR_JITTER = 0.35
 (Paper A samples colours uniformly along the colour axis, Section 4)."""
 PAPER_SIZE_JITTER = 0.45
 """Scale jitter of the dataset configs: as wide as the renderer allows with large and small apart."""
+SIZE_RANGES: dict[str, float] = {"apart": PAPER_SIZE_JITTER, "touching": 0.55}
+"""The size jitter of each ``size_ranges`` choice of the dataset builder. ``"apart"`` (the default data): small scales
+1.15-2.05 and large 2.25-3.15, a gap between them. ``"touching"``: Paper A's sampling ("Experimental Setup": the
+size axis mapped to [0, 1] and sampled uniformly), the axis 1.05-3.25 cut into two halves that meet at 2.15, each
+class's canonical value at the centre of its half."""
+MAX_OBJECT_SCALE = 1.4
+"""The largest ``object_scale``: at 1.4 the largest object of the touching ranges (scale 3.25) still fits a centred
+frame with a pixel to spare."""
 MAX_SIZE_JITTER = 1.1
 """Above 0.55 the size ranges overlap (large 2.7 and small 1.6 +- the jitter); below 1.1 each range still holds only its
 own class value. Overlapping ranges are for experiments (the size-range arms of ``results/paper-a-hybrids/``), not
@@ -68,6 +76,9 @@ class RenderConfig:
     position_range: float = 1.0
     """Share of the free space the object's centre is drawn from, around the frame's centre: 1 lets the object sit
     anywhere fully inside the frame, 0 centres every object."""
+    object_scale: float = 1.0
+    """The object's scale in the frame, the pixel budget: its circumradius is ``scale * image_size / 10 *
+    object_scale`` (1: Paper A's framing; 1.3 gives every object about 1.7 times the pixels in the same frame)."""
 
     def __post_init__(self) -> None:
         if self.image_size < 16:
@@ -83,6 +94,9 @@ class RenderConfig:
             raise ValueError("shaded solids keep one pose (Paper A's renders): set rotate=False with style='shaded'")
         if not 0 <= self.position_range <= 1:
             raise ValueError(f"position_range must be in [0, 1], got {self.position_range}")
+        if isinstance(self.object_scale, bool) or not 0.5 <= self.object_scale <= MAX_OBJECT_SCALE:
+            raise ValueError(f"object_scale must be in [0.5, {MAX_OBJECT_SCALE}] so that every object fits the frame, "
+                             f"got {self.object_scale!r}")
 
 
 @dataclass
@@ -174,10 +188,12 @@ def render_classes(
     rotation = rng.uniform(0.0, 2.0 * np.pi, n) if config.rotate else np.zeros(n)
     shape_names = np.array(space.variable("shape").values)[classes[:, 0]]
     radius_factor = np.array([_SHAPE_RADIUS[name] for name in shape_names])
-    radius = scale * s / 10.0 * radius_factor
+    # The scale in pixels, in the order of operations it had before object_scale (multiplying by 1.0 is exact).
+    unit_pixels = scale * s / 10.0 * config.object_scale
+    radius = unit_pixels * radius_factor
     # Keep the whole object inside the frame (the circumradius bounds every shape and solid); position_range shrinks
     # the free space around the frame's centre (at 1 the draw is the same as before the option existed).
-    margin = scale * s / 10.0 + 1.0
+    margin = unit_pixels + 1.0
     unit_position = rng.uniform(0.0, 1.0, (n, 2))
     if config.position_range != 1.0:
         unit_position = 0.5 + (unit_position - 0.5) * config.position_range
@@ -199,7 +215,7 @@ def render_classes(
     coverage = np.empty((n, s, s), dtype=np.float32)
     shade = np.empty((n, s, s), dtype=np.float32) if config.style == "shaded" else None
     grid = np.arange(s, dtype=np.float32) + np.float32(0.5)  # pixel centers
-    unit = np.round(scale * s / 10.0, _PARAM_DECIMALS).astype(np.float32)
+    unit = np.round(unit_pixels, _PARAM_DECIMALS).astype(np.float32)
     for shape_name in np.unique(shape_names):
         idx = np.flatnonzero(shape_names == shape_name)
         if shade is None:

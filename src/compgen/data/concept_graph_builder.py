@@ -34,7 +34,14 @@ import numpy as np
 from .. import concepts as concepts_module
 from .. import shapes as shapes_module
 from ..concepts import ConceptGraph, ConceptSpace, get_split_preset, shapes_space
-from ..shapes import PAPER_COLOR_JITTER, PAPER_POSITION_RANGE, PAPER_SIZE_JITTER, RenderConfig, render_classes
+from ..shapes import (
+    PAPER_COLOR_JITTER,
+    PAPER_POSITION_RANGE,
+    PAPER_SIZE_JITTER,
+    SIZE_RANGES,
+    RenderConfig,
+    render_classes,
+)
 from .png import encode_png
 
 DATASET_NAME = "concept_graph_shapes"
@@ -62,7 +69,10 @@ class ConceptGraphShapesConfig(datasets.BuilderConfig):
     whole class ranges (``color_jitter`` 0.35, ``size_jitter`` 0.45), as Paper A samples them uniformly along the
     color and size axes (Section 3); the per-image values are what ``full`` conditioning feeds the models.
     ``style="flat"`` draws flat polygons instead, at random rotations with ``rotate=True`` (the
-    ``okawa-h32-train1-flat`` config: compgen's data before the renders were matched). ``docs/tuple_unet_h32.md``
+    ``okawa-h32-train1-flat`` config: compgen's data before the renders were matched). ``size_ranges="touching"``
+    samples sizes as Paper A's text does (the size axis cut into two touching halves, :data:`~compgen.shapes.SIZE_RANGES`)
+    instead of two ranges with a gap; ``object_scale`` sets the object's scale in the frame, the pixel budget of an
+    object (``results/paper-a-sizes/`` measures both). ``docs/tuple_unet_h32.md``
     measures what the style, the rotation and the position do to composition. ``data_dir`` reads Paper A's own
     published images.
     """
@@ -84,6 +94,11 @@ class ConceptGraphShapesConfig(datasets.BuilderConfig):
     rotate: bool = False
     style: str = "shaded"
     position_range: float = PAPER_POSITION_RANGE
+    size_ranges: str | None = None
+    """``"apart"`` or ``"touching"`` (:data:`~compgen.shapes.SIZE_RANGES`): sets the size jitter by what it does to the
+    two size classes' ranges; ``None`` leaves ``size_jitter`` as given."""
+    object_scale: float = 1.0
+    """The object's scale in the frame (:attr:`compgen.shapes.RenderConfig.object_scale`): 1 is Paper A's framing."""
     data_dir: str | None = None
     """A directory in Paper A's published layout (:mod:`compgen.data.paper_a_files`): rows are read from its
     ``train/`` and ``test/`` images instead of rendered; the render options are then unused."""
@@ -153,11 +168,26 @@ class ConceptGraphShapesConfig(datasets.BuilderConfig):
         return ConceptGraph(self.space, present)
 
     @property
+    def effective_size_jitter(self) -> float:
+        """The size jitter the images are drawn with: ``size_ranges``'s, else ``size_jitter``."""
+        if self.size_ranges is None:
+            return self.size_jitter
+        if self.size_ranges not in SIZE_RANGES:
+            raise ValueError(f"config {self.name!r}: size_ranges must be one of {sorted(SIZE_RANGES)} or None, got "
+                             f"{self.size_ranges!r}")
+        if self.size_jitter != PAPER_SIZE_JITTER and self.size_jitter != SIZE_RANGES[self.size_ranges]:
+            raise ValueError(f"config {self.name!r}: size_ranges={self.size_ranges!r} sets the size jitter to "
+                             f"{SIZE_RANGES[self.size_ranges]}; remove size_jitter={self.size_jitter}")
+        return SIZE_RANGES[self.size_ranges]
+
+    @property
     def render_config(self) -> RenderConfig:
+        """How the rows' images are drawn (style, pose, jitter, framing)."""
         return RenderConfig(
             image_size=self.image_size,
             color_jitter=self.color_jitter,
-            size_jitter=self.size_jitter,
+            size_jitter=self.effective_size_jitter,
+            object_scale=self.object_scale,
             rotate=self.rotate,
             style=self.style,
             position_range=self.position_range,
@@ -225,8 +255,16 @@ class ConceptGraphShapesConfig(datasets.BuilderConfig):
             look = "flat polygons at " + ("random rotations" if self.rotate else "one upright rotation")
         return (
             f"Rendered as {look}; object centres over {self.position_range:.0%} of the free space around the frame's "
-            f"centre; colour +-{self.color_jitter} per channel and scale +-{self.size_jitter} around the class values."
+            f"centre; colour +-{self.color_jitter} per channel and scale +-{self.effective_size_jitter} around the class "
+            f"values{self._size_ranges_summary()}; object scale in the frame {self.object_scale}."
         )
+
+    def _size_ranges_summary(self) -> str:
+        jitter = self.effective_size_jitter
+        for name, value in SIZE_RANGES.items():
+            if jitter == value:
+                return f" (size ranges {name})"
+        return " (size ranges overlapping)" if jitter > SIZE_RANGES["touching"] else ""
 
 
 def _check_count(field: str, value: Any, config_name: str, minimum: int = 0) -> None:
