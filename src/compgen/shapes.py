@@ -255,9 +255,11 @@ def render_reference(
     color_jitter: float = PAPER_COLOR_JITTER,
     size_jitter: float = PAPER_SIZE_JITTER,
     styles: Sequence[str] = tuple(REFERENCE_STYLES),
+    object_scale: float = 1.0,
 ) -> ShapesBatch:
     """Real renders of ``concepts`` ``(N, V)`` for a scorer, over the dataset's colour and size ranges, with row ``i``
-    drawn in ``styles[i % len(styles)]`` (every :data:`REFERENCE_STYLES` look by default), objects anywhere."""
+    drawn in ``styles[i % len(styles)]`` (every :data:`REFERENCE_STYLES` look by default), objects anywhere, at the
+    data's ``object_scale`` in the frame."""
     unknown = [style for style in styles if style not in REFERENCE_STYLES]
     if not styles or unknown:
         raise ValueError(f"styles must name some of {sorted(REFERENCE_STYLES)}, got {list(styles)}")
@@ -266,7 +268,7 @@ def render_reference(
     for index, style in enumerate(styles):
         rows = np.arange(index, len(concepts), len(styles))
         config = RenderConfig(image_size=image_size, color_jitter=color_jitter, size_jitter=size_jitter,
-                              **REFERENCE_STYLES[style])
+                              object_scale=object_scale, **REFERENCE_STYLES[style])
         parts.append((rows, render_classes(space, concepts[rows], seed=seed + index, config=config)))
     merged = {}
     for field_name in ("images", "concepts", "rgb", "size", "position", "rotation"):

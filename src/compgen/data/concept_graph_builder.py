@@ -70,9 +70,9 @@ class ConceptGraphShapesConfig(datasets.BuilderConfig):
     color and size axes (Section 3); the per-image values are what ``full`` conditioning feeds the models.
     ``style="flat"`` draws flat polygons instead, at random rotations with ``rotate=True`` (the
     ``okawa-h32-train1-flat`` config: compgen's data before the renders were matched). ``size_ranges="touching"``
-    samples sizes as Paper A's text does (the size axis cut into two touching halves, :data:`~compgen.shapes.SIZE_RANGES`)
-    instead of two ranges with a gap; ``object_scale`` sets the object's scale in the frame, the pixel budget of an
-    object (``results/paper-a-sizes/`` measures both). ``docs/tuple_unet_h32.md``
+    samples sizes as Paper A's text does (the size axis cut into two touching halves,
+    :data:`~compgen.shapes.SIZE_RANGES`) instead of two ranges with a gap; ``object_scale`` sets the object's scale
+    in the frame, the pixel budget of an object (``results/paper-a-sizes/`` measures both). ``docs/tuple_unet_h32.md``
     measures what the style, the rotation and the position do to composition. ``data_dir`` reads Paper A's own
     published images.
     """
@@ -255,8 +255,8 @@ class ConceptGraphShapesConfig(datasets.BuilderConfig):
             look = "flat polygons at " + ("random rotations" if self.rotate else "one upright rotation")
         return (
             f"Rendered as {look}; object centres over {self.position_range:.0%} of the free space around the frame's "
-            f"centre; colour +-{self.color_jitter} per channel and scale +-{self.effective_size_jitter} around the class "
-            f"values{self._size_ranges_summary()}; object scale in the frame {self.object_scale}."
+            f"centre; colour +-{self.color_jitter} per channel and scale +-{self.effective_size_jitter} around the "
+            f"class values{self._size_ranges_summary()}; object scale in the frame {self.object_scale}."
         )
 
     def _size_ranges_summary(self) -> str:
@@ -358,7 +358,7 @@ class ConceptGraphShapes(datasets.GeneratorBasedBuilder):
         self.config.validate()
         return datasets.DatasetInfo(
             description=" ".join(filter(None, [self.config.description, self.config.summary()])),
-            features=concept_graph_features(self.config.space),
+            features=concept_graph_features(self.config.space, object_scale=self.config.object_scale != 1.0),
         )
 
     def _split_generators(self, dl_manager: Any) -> list[datasets.SplitGenerator]:
@@ -374,6 +374,8 @@ class ConceptGraphShapes(datasets.GeneratorBasedBuilder):
             yield from paper_rows(config, split)
             return
         space, graph, render_config = config.space, config.graph, config.render_config
+        # A framing other than Paper A's travels with the rows, so that a run's scorers are calibrated at it.
+        framing = {OBJECT_SCALE_COLUMN: float(config.object_scale)} if config.object_scale != 1.0 else {}
         key = 0
         for concept, count in config.class_counts_for(split).items():
             parsed = space.parse(concept)
@@ -405,12 +407,19 @@ class ConceptGraphShapes(datasets.GeneratorBasedBuilder):
                         "size_value": size[i],
                         "position": position[i],
                         "rotation": rotation[i],
+                        **framing,
                     }
                     key += 1
 
 
-def concept_graph_features(space: ConceptSpace) -> datasets.Features:
-    """The columns of a concept-graph dataset over ``space`` (one ``ClassLabel`` per concept variable)."""
+OBJECT_SCALE_COLUMN = "object_scale"
+"""The column that holds the object's scale in the frame, in data rendered at another scale than Paper A's (1)."""
+
+
+def concept_graph_features(space: ConceptSpace, object_scale: bool = False) -> datasets.Features:
+    """The columns of a concept-graph dataset over ``space`` (one ``ClassLabel`` per concept variable), with the
+    ``object_scale`` column when ``object_scale`` is true."""
+    framing = {OBJECT_SCALE_COLUMN: datasets.Value("float32")} if object_scale else {}
     return datasets.Features(
         {
             "image": datasets.Image(),
@@ -421,6 +430,7 @@ def concept_graph_features(space: ConceptSpace) -> datasets.Features:
             "size_value": datasets.Value("float32"),
             "position": datasets.List(datasets.Value("float32"), length=2),
             "rotation": datasets.Value("float32"),
+            **framing,
         }
     )
 

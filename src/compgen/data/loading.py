@@ -58,6 +58,8 @@ class ConceptImageData:
     concepts: torch.Tensor
     concept_values: torch.Tensor | None
     """Float (N, D): the per-image values of the continuous variables, in space order, or None."""
+    object_scale: float = 1.0
+    """The object's scale in the frame the images were rendered at (the ``object_scale`` column; 1 without it)."""
 
     def __len__(self) -> int:
         return len(self.images)
@@ -65,7 +67,8 @@ class ConceptImageData:
     def to(self, device: torch.device | str) -> ConceptImageData:
         """The same split with its tensors on ``device`` (the shapes and CelebA splits fit in device memory)."""
         values = None if self.concept_values is None else self.concept_values.to(device)
-        return ConceptImageData(self.space, self.images.to(device), self.concepts.to(device), values)
+        return ConceptImageData(self.space, self.images.to(device), self.concepts.to(device), values,
+                                self.object_scale)
 
     @property
     def image_size(self) -> int:
@@ -134,7 +137,19 @@ def to_tensors(dataset) -> ConceptImageData:
         if name in columns:
             value_parts.append(np.asarray(formatted[columns[name]], dtype=np.float32).reshape(len(dataset), -1))
     values = torch.from_numpy(np.concatenate(value_parts, axis=1)) if value_parts else None
-    return ConceptImageData(space, torch.from_numpy(np.ascontiguousarray(images)), torch.from_numpy(concepts), values)
+    return ConceptImageData(space, torch.from_numpy(np.ascontiguousarray(images)), torch.from_numpy(concepts), values,
+                            _object_scale(formatted))
+
+
+def _object_scale(formatted) -> float:
+    """The one object scale of a split's ``object_scale`` column (1 without the column); mixed scales are refused,
+    since one set of scorers judges a run."""
+    if "object_scale" not in formatted.column_names:
+        return 1.0
+    scales = np.unique(np.asarray(formatted["object_scale"], dtype=np.float32))
+    if len(scales) != 1 or not np.isfinite(scales[0]):
+        raise ValueError(f"the object_scale column must hold one finite value for the whole split, got {scales[:5]}")
+    return round(float(scales[0]), 6)
 
 
 def training_data_from(dataset_dict, split: str = "train") -> tuple[ConceptImageData, ConceptGraph]:

@@ -86,18 +86,42 @@ HEADLINE_ACCURACY, HEADLINE_EVALUATIONS, HEADLINE_FIDELITY = 0.9, 3, 0.75
 every level's colour-strength fidelity is :data:`HEADLINE_FIDELITY` or more at the last (drawn, not ghosted)."""
 
 
-def headline_held(records: Records) -> dict[str, Any]:
+def headline_held(records: Records, scorers: Sequence[str] = tuple(SCORERS),
+                  min_fidelity: float | None = HEADLINE_FIDELITY) -> dict[str, Any]:
     """Whether Paper A's headline holds at the end of a run (:data:`HEADLINE_ACCURACY`), with why not: the lowest
-    level accuracy of either scorer over the last evaluations and the lowest level fidelity at the last, per level."""
+    level accuracy of the ``scorers`` over the last evaluations and the lowest level fidelity at the last, per level.
+
+    The defaults are compgen's strict criterion (both scorers, fidelity >= :data:`HEADLINE_FIDELITY`);
+    ``scorers=("probes",), min_fidelity=None`` is Paper A's own measure (Sec. 3: the probes alone)."""
+    unknown = [name for name in scorers if name not in SCORERS]
+    if not scorers or unknown:
+        raise ValueError(f"scorers must name some of {sorted(SCORERS)}, got {list(scorers)}")
+    keys = [SCORERS[name] for name in scorers]
     last = list(records[-HEADLINE_EVALUATIONS:])
-    accuracy = {level: min(float(r[key][level]) for r in last for key in SCORERS.values() if key in r)
+    accuracy = {level: min(float(r[key][level]) for r in last for key in keys if key in r)
                 for level in last[-1]["level_accuracy"]}
     fidelity = {level: float(value) for level, value in last[-1].get("fidelity_level", {}).items()}
-    scored = len(last) == HEADLINE_EVALUATIONS and all(all(k in r for k in SCORERS.values()) for r in last)
-    held = (scored and min(accuracy.values()) >= HEADLINE_ACCURACY and bool(fidelity)
-            and min(fidelity.values()) >= HEADLINE_FIDELITY)
+    scored = len(last) == HEADLINE_EVALUATIONS and all(all(k in r for k in keys) for r in last)
+    fidelity_ok = min_fidelity is None or (bool(fidelity) and min(fidelity.values()) >= min_fidelity)
+    held = scored and min(accuracy.values()) >= HEADLINE_ACCURACY and fidelity_ok
     return {"held": held, "lowest_accuracy": accuracy, "fidelity": fidelity,
             "steps": [int(r["step"]) for r in last]}
+
+
+def share_interval(held: int, total: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval of a share ``held / total`` (e.g. seeds that hold a result): with ten seeds, 3 of 10
+    is (0.11, 0.60), which is why ten seeds cannot tell 3 from 5."""
+    if isinstance(total, bool) or not isinstance(total, int) or total < 1:
+        raise ValueError(f"total must be a positive int, got {total!r}")
+    if isinstance(held, bool) or not isinstance(held, int) or not 0 <= held <= total:
+        raise ValueError(f"held must be an int in [0, {total}], got {held!r}")
+    z = {0.9: 1.6448536269514722, 0.95: 1.959963984540054, 0.99: 2.5758293035489004}.get(confidence)
+    if z is None:
+        raise ValueError(f"confidence must be 0.9, 0.95 or 0.99, got {confidence!r}")
+    share = held / total
+    centre = (share + z * z / (2 * total)) / (1 + z * z / total)
+    half = z * np.sqrt(share * (1 - share) / total + z * z / (4 * total * total)) / (1 + z * z / total)
+    return round(float(max(0.0, centre - half)), 4), round(float(min(1.0, centre + half)), 4)
 
 
 def level_curve(records: Records, level: int | str, key: str = "level_accuracy") -> tuple[np.ndarray, np.ndarray]:

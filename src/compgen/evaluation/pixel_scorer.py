@@ -162,10 +162,12 @@ class PixelStatisticsScorer:
 
     @classmethod
     def calibrate(cls, space: ConceptSpace, image_size: int = 28, images_per_class: int = 200,
-                  seed: int = 31337) -> PixelStatisticsScorer:
+                  seed: int = 31337, object_scale: float = 1.0) -> PixelStatisticsScorer:
         """Set the thresholds from real renders of every class of ``space`` over the dataset's colour and size
-        ranges, and check that they classify every one of those renders correctly."""
-        return _calibrated(tuple((v.name, v.values) for v in space.variables), image_size, images_per_class, seed)
+        ranges, at the data's ``object_scale`` in the frame, and check that they classify every one of those renders
+        correctly."""
+        return _calibrated(tuple((v.name, v.values) for v in space.variables), image_size, images_per_class, seed,
+                           float(object_scale))
 
     def classify(self, stats: ObjectStatistics) -> np.ndarray:
         """Value indices ``(N, V)`` from measured statistics; ``-1`` rows for images without a valid object."""
@@ -201,7 +203,8 @@ class PixelStatisticsScorer:
 
 @functools.lru_cache(maxsize=8)
 def _calibrated(
-    variables: tuple[tuple[str, tuple[str, ...]], ...], image_size: int, images_per_class: int, seed: int
+    variables: tuple[tuple[str, tuple[str, ...]], ...], image_size: int, images_per_class: int, seed: int,
+    object_scale: float = 1.0,
 ) -> PixelStatisticsScorer:
     from ..concepts import ConceptVariable
     from ..shapes import render_reference
@@ -211,7 +214,7 @@ def _calibrated(
         raise ValueError(f"the pixel-statistics scorer reads shapes spaces (shape, color, size[, background]), "
                          f"got {space.names}")
     classes = np.repeat(np.array(space.all_classes(), dtype=np.int64), images_per_class, axis=0)
-    batch = render_reference(space, classes, seed=seed, image_size=image_size)
+    batch = render_reference(space, classes, seed=seed, image_size=image_size, object_scale=object_scale)
     stats = measure_objects(batch.images)
     if not stats.valid.all():
         raise ValueError(f"{int((~stats.valid).sum())} real renders failed the one-object check")

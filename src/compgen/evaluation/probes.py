@@ -74,6 +74,9 @@ class ConceptProbes(ModelMixin, ConfigMixin):
             raw pixels (Paper A's linear probes; probes saved before this option existed).
         isolate_object: before centering, keep only the object found by the one-object check
             (:func:`~compgen.evaluation.objects.check_objects`) and paint specks elsewhere over with the background.
+        object_scale: the object's scale in the frame of the images the probes judge
+            (:attr:`compgen.shapes.RenderConfig.object_scale`); the pixel scorer and the typicality check that go
+            with them are calibrated at it.
     """
 
     @register_to_config
@@ -87,8 +90,13 @@ class ConceptProbes(ModelMixin, ConfigMixin):
         cnn_channels: int = 16,
         subtract_background: bool = False,
         isolate_object: bool = False,
+        object_scale: float = 1.0,
     ) -> None:
         super().__init__()
+        from ..shapes import MAX_OBJECT_SCALE
+
+        if isinstance(object_scale, bool) or not 0.5 <= object_scale <= MAX_OBJECT_SCALE:
+            raise ValueError(f"object_scale must be in [0.5, {MAX_OBJECT_SCALE}], got {object_scale!r}")
         if probe_type not in PROBE_TYPES:
             raise ValueError(f"probe_type must be one of {PROBE_TYPES}, got {probe_type!r}")
         if image_size < 8:
@@ -240,6 +248,7 @@ def render_probe_data(
     size_jitter: float | None = None,
     color_jitter: float | None = None,
     styles: tuple[str, ...] = ("flat",),
+    object_scale: float = 1.0,
 ):
     """Real shapes images of *every* class of the graph (probes may see every composition).
 
@@ -257,7 +266,7 @@ def render_probe_data(
     return render_reference(
         space, classes, seed=seed, image_size=image_size, styles=styles,
         color_jitter=defaults.color_jitter if color_jitter is None else color_jitter,
-        size_jitter=defaults.size_jitter if size_jitter is None else size_jitter,
+        size_jitter=defaults.size_jitter if size_jitter is None else size_jitter, object_scale=object_scale,
     )
 
 
@@ -280,6 +289,7 @@ def train_shapes_probes(
     batch_size: int = 128,
     val_fraction: float = 0.1,
     progress: bool = False,
+    object_scale: float = 1.0,
 ) -> tuple[ConceptProbes, dict[str, float]]:
     """Train probes for the shapes data on fresh real renders of every class; returns them with validation accuracy.
 
@@ -299,16 +309,17 @@ def train_shapes_probes(
     torch.manual_seed(seed)
     if probe_type == "cnn":
         probes = ConceptProbes(space.to_dict(), image_size=image_size, probe_type="cnn", subtract_background=True,
-                               isolate_object=True)
+                               isolate_object=True, object_scale=object_scale)
         data = render_probe_data(space, images_per_class, image_size=image_size, seed=seed + 10_000,
                                  color_jitter=PAPER_COLOR_JITTER, size_jitter=PAPER_SIZE_JITTER,
-                                 styles=tuple(REFERENCE_STYLES))
+                                 styles=tuple(REFERENCE_STYLES), object_scale=object_scale)
         accuracy = fit_probes(probes, data.images, data.concepts, val_fraction=val_fraction,
                               epochs=epochs or int(PROBE_RECIPES["cnn"]["epochs"]), lr=lr or PROBE_RECIPES["cnn"]["lr"],
                               batch_size=batch_size, seed=seed, augmentation=ProbeAugmentation(), progress=progress)
     else:
-        probes = ConceptProbes(space.to_dict(), image_size=image_size, probe_type="linear")
-        data = render_probe_data(space, images_per_class, image_size=image_size, seed=seed + 10_000)
+        probes = ConceptProbes(space.to_dict(), image_size=image_size, probe_type="linear", object_scale=object_scale)
+        data = render_probe_data(space, images_per_class, image_size=image_size, seed=seed + 10_000,
+                                 object_scale=object_scale)
         accuracy = fit_probes(probes, data.images, data.concepts, val_fraction=val_fraction,
                               epochs=epochs or int(PROBE_RECIPES["linear"]["epochs"]),
                               lr=lr or PROBE_RECIPES["linear"]["lr"], batch_size=batch_size, seed=seed,
@@ -330,19 +341,25 @@ SHIPPED_PROBES_DIR = Path(__file__).resolve().parent / "default_probes"
 28 px (``default_probes/README.md``). Training them costs about a minute on one CPU core; loading them, milliseconds."""
 
 
-def default_probes_name(space: ConceptSpace, image_size: int = 28, seed: int = 0, probe_type: str = "cnn"
-                        ) -> tuple[str, str]:
+def default_probes_name(space: ConceptSpace, image_size: int = 28, seed: int = 0, probe_type: str = "cnn",
+                        object_scale: float = 1.0) -> tuple[str, str]:
     """The directory name and the full key of the default probes for these arguments: the key holds everything the
     recipe depends on (space, size, seed, type, :data:`DEFAULT_PROBES_VERSION`, the defaults of
-    :func:`train_shapes_probes`, :data:`PROBE_RECIPES`), the name a hash of it."""
+    :func:`train_shapes_probes`, :data:`PROBE_RECIPES`, an object scale other than 1), the name a hash of it."""
     if probe_type not in PROBE_TYPES:
         raise ValueError(f"probe_type must be one of {PROBE_TYPES}, got {probe_type!r}")
-    defaults = {name: parameter.default for name, parameter in inspect.signature(train_shapes_probes).parameters.items()
-                if parameter.default is not inspect.Parameter.empty and name != "progress"}
-    key = json.dumps([space.to_pairs(), image_size, seed, probe_type, DEFAULT_PROBES_VERSION, defaults,
-                      PROBE_RECIPES[probe_type]])
+    parameters = inspect.signature(train_shapes_probes).parameters.items()
+    defaults = {name: parameter.default for name, parameter in parameters
+                if parameter.default is not inspect.Parameter.empty and name not in ("progress", "object_scale")}
+    parts = [space.to_pairs(), image_size, seed, probe_type, DEFAULT_PROBES_VERSION, defaults,
+             PROBE_RECIPES[probe_type]]
+    framing = ""
+    if object_scale != 1.0:  # Paper A's framing keeps the key (and the shipped probes) it had before the option
+        parts.append({"object_scale": float(object_scale)})
+        framing = f"-scale{float(object_scale):g}"
+    key = json.dumps(parts)
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    return f"shapes-{probe_type}-{image_size}px-seed{seed}-{digest}", key
+    return f"shapes-{probe_type}-{image_size}px{framing}-seed{seed}-{digest}", key
 
 
 def _saved_probes(path: Path, key: str) -> ConceptProbes | None:
@@ -357,7 +374,7 @@ def _saved_probes(path: Path, key: str) -> ConceptProbes | None:
 
 def default_shapes_probes(
     space: ConceptSpace, image_size: int = 28, seed: int = 0, probe_type: str = "cnn",
-    cache_dir: str | os.PathLike | None = None,
+    cache_dir: str | os.PathLike | None = None, object_scale: float = 1.0,
 ) -> ConceptProbes:
     """The default probes for the shapes data (:func:`train_shapes_probes`): shipped, cached, or trained now.
 
@@ -365,8 +382,9 @@ def default_shapes_probes(
     concept space, image size, seed or probe type is trained at its first call (about a minute on one CPU core for
     ``cnn``) and saved under ``cache_dir`` (default :func:`default_probes_cache`); later calls, in any process, load
     it. The recipe is deterministic: on one machine, a retrained copy of a shipped probe is identical to it.
+    ``object_scale``: the data's object scale in the frame (``results/paper-a-sizes/``); probes for 1 ship.
     """
-    name, key = default_probes_name(space, image_size, seed, probe_type)
+    name, key = default_probes_name(space, image_size, seed, probe_type, object_scale)
     path = Path(cache_dir or default_probes_cache()) / name
     probes = _saved_probes(SHIPPED_PROBES_DIR / name, key)  # shipped first: a damaged cache never shadows them
     if probes is not None:
@@ -379,9 +397,10 @@ def default_shapes_probes(
         shutil.rmtree(path)
     if probes is not None:
         return probes
-    logger.info("training default %s probes for %s (%d px, seed %d); cached in %s", probe_type, space.names,
-                image_size, seed, path)
-    probes, accuracy = train_shapes_probes(space, probe_type, image_size=image_size, seed=seed)
+    logger.info("training default %s probes for %s (%d px, object scale %g, seed %d); cached in %s", probe_type,
+                space.names, image_size, object_scale, seed, path)
+    probes, accuracy = train_shapes_probes(space, probe_type, image_size=image_size, seed=seed,
+                                           object_scale=object_scale)
     try:
         with atomic_directory(path) as tmp:
             probes.save_pretrained(tmp)

@@ -55,7 +55,13 @@ PIXEL_SCORER_VERSION = 2
 
 def probes_fingerprint(probes: ConceptProbes) -> str:
     """The first 12 hex digits of a SHA-256 over the probes' config and weights: which probes judged a record."""
-    digest = hashlib.sha256(json.dumps(probes.config, sort_keys=True, default=str).encode())
+    config = dict(probes.config)
+    if config.get("object_scale", 1.0) == 1.0:  # probes of Paper A's framing keep the fingerprint they had before
+        config.pop("object_scale", None)
+        lacked = [key for key in config.pop("_use_default_values", []) if key != "object_scale"]
+        if lacked:  # diffusers lists the keys a saved config lacked: object_scale, for probes saved before it
+            config["_use_default_values"] = lacked
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode())
     for name, tensor in sorted(probes.state_dict().items()):
         digest.update(name.encode())
         digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
@@ -89,13 +95,16 @@ class ImageScorer:
         self.require_object = bool(probes.config.center_objects) if require_object is None else require_object
         if pixel_scorer is None:
             pixel_scorer = self.require_object and is_shapes_space(probes.space)
-        if pixel_scorer is True:  # calibrated here, for the probes' image size, rather than inside a later score()
-            pixel_scorer = PixelStatisticsScorer.calibrate(probes.space, image_size=probes.config.image_size)
+        object_scale = float(getattr(probes.config, "object_scale", 1.0))
+        if pixel_scorer is True:  # calibrated here, for the probes' image size and framing, not in a later score()
+            pixel_scorer = PixelStatisticsScorer.calibrate(probes.space, image_size=probes.config.image_size,
+                                                           object_scale=object_scale)
         self._pixel_scorer = pixel_scorer
         if typicality is None:
             typicality = bool(pixel_scorer)
         if typicality is True:
-            typicality = TypicalityCheck.calibrate(probes.space, image_size=probes.config.image_size)
+            typicality = TypicalityCheck.calibrate(probes.space, image_size=probes.config.image_size,
+                                                   object_scale=object_scale)
         self.typicality = typicality or None
         self.batch_size = batch_size
         self.version = {"probes": probes_fingerprint(probes),

@@ -222,7 +222,8 @@ class LearningDynamicsTracker:
             from ..shapes import PAPER_COLOR_JITTER, PAPER_SIZE_JITTER, RenderConfig, render_classes
 
             config = RenderConfig(image_size=self.probes.config.image_size, color_jitter=PAPER_COLOR_JITTER,
-                                  size_jitter=PAPER_SIZE_JITTER)
+                                  size_jitter=PAPER_SIZE_JITTER,
+                                  object_scale=float(getattr(self.probes.config, "object_scale", 1.0)))
             images = render_classes(self.graph.space, [name] * FIDELITY_REFERENCE_IMAGES,
                                     seed=FIDELITY_REFERENCE_SEED, config=config).images
             self._reference_strengths[name] = colour_strength(images)

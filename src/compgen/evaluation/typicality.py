@@ -98,10 +98,10 @@ def _dilate(mask: torch.Tensor, pixels: int) -> torch.Tensor:
     return mask
 
 
-def _render(space: ConceptSpace, concepts: np.ndarray, seed: int, image_size: int):
+def _render(space: ConceptSpace, concepts: np.ndarray, seed: int, image_size: int, object_scale: float = 1.0):
     from ..shapes import render_reference
 
-    return render_reference(space, concepts, seed=seed, image_size=image_size)
+    return render_reference(space, concepts, seed=seed, image_size=image_size, object_scale=object_scale)
 
 
 def render_hybrids(space: ConceptSpace, concepts: np.ndarray, opacity: float | np.ndarray, seed: int = 0,
@@ -182,11 +182,13 @@ class TypicalityCheck:
 
     @classmethod
     def calibrate(cls, space: ConceptSpace, image_size: int = 28, images_per_class: int = 50,
-                  seed: int = 30_000) -> TypicalityCheck:
+                  seed: int = 30_000, object_scale: float = 1.0) -> TypicalityCheck:
         """Thresholds from real renders of every class in every render style, clean and with every corruption of the
         stress suite at levels 1-4: pale below :data:`PALE_MARGIN` of the weakest colour strength of each colour (any
-        level); hybrid above :data:`HALO_MARGIN` times the largest halo at levels up to :data:`HALO_LEVELS`."""
-        return _calibrated(tuple((v.name, v.values) for v in space.variables), image_size, images_per_class, seed)
+        level); hybrid above :data:`HALO_MARGIN` times the largest halo at levels up to :data:`HALO_LEVELS`. Renders
+        are at the data's ``object_scale`` in the frame."""
+        return _calibrated(tuple((v.name, v.values) for v in space.variables), image_size, images_per_class, seed,
+                           float(object_scale))
 
     def measure(self, images: ImageInput, objects: ObjectCheck | None = None,
                 colours: np.ndarray | None = None) -> Screened:
@@ -217,13 +219,13 @@ class TypicalityCheck:
 
 @functools.lru_cache(maxsize=8)
 def _calibrated(variables: tuple[tuple[str, tuple[str, ...]], ...], image_size: int, images_per_class: int,
-                seed: int) -> TypicalityCheck:
+                seed: int, object_scale: float = 1.0) -> TypicalityCheck:
     from ..concepts import ConceptVariable
     from .corruptions import GENERATOR_LEVELS, SEVERITIES, corrupt, to_uint8
 
     space = ConceptSpace(tuple(ConceptVariable(name, values) for name, values in variables))
     classes = np.repeat(np.array(space.all_classes(), dtype=np.int64), images_per_class, axis=0)
-    clean = _render(space, classes, seed, image_size).images
+    clean = _render(space, classes, seed, image_size, object_scale).images
     corrupted = [(level, to_uint8(corrupt(clean, kind, level, seed=seed + 7 * index + level)))
                  for index, kind in enumerate(SEVERITIES) for level in range(1, GENERATOR_LEVELS + 1)]
     colour = space.names.index("color")

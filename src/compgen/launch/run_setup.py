@@ -366,4 +366,5 @@ def load_probes(
             f"({sorted(shapes_names)}) only; pass --probes_path or use a dataset with probe_train/probe_val splits"
         )
     # One instrument for every run: the default probes do not depend on the run's seed, so seeds compare fairly.
-    return default_shapes_probes(train_data.space, image_size=train_data.image_size)
+    return default_shapes_probes(train_data.space, image_size=train_data.image_size,
+                                 object_scale=train_data.object_scale)
