@@ -50,7 +50,7 @@ def test_touching_size_ranges_are_paper_a_uniform_axis_cut_at_its_middle(tmp_pat
 ])
 def test_bad_size_and_framing_options_are_refused_before_rendering(tmp_path, options, message):
     with pytest.raises(ValueError, match=message):
-        concept_graph_builder("bad", cache_dir=str(tmp_path), split_preset="H32-train1", **options).info
+        _ = concept_graph_builder("bad", cache_dir=str(tmp_path), split_preset="H32-train1", **options).info
 
 
 def test_object_scale_enlarges_every_object_by_its_square_and_keeps_it_in_the_frame():
