@@ -35,6 +35,7 @@ from compgen.launch.token_model_setup import (
 from compgen.models.jepa import parse_jepa_layers
 from compgen.models.vq_tokenizer import token_grid_size
 from compgen.pipelines.concept_inputs import check_temperature
+from compgen.schedulers.scheduling_maskgit import MASK_TYPES
 from compgen.training.fine_tuning import InitialWeights
 from compgen.training.tasks.maskgit import JEPA_PREDICTOR_INITS, MaskGITTask, precompute_tokens
 
@@ -62,8 +63,10 @@ def main(argv: list[str] | None = None) -> None:
     add_tokenizer_first_arguments(parser)
     model = add_token_transformer_arguments(parser, "MaskGIT transformer")
     model.add_argument("--masking_schedule", default="cosine", choices=["cosine", "linear", "square", "arccos"])
-    model.add_argument("--mask_type", default="random", choices=["random", "block"],
-                       help="training masks for both objectives (block: contiguous, I-JEPA-style)")
+    model.add_argument("--mask_type", default="random", choices=list(MASK_TYPES),
+                       help="training masks for both objectives (block: one contiguous masked block, I-JEPA-style "
+                            "targets; visible_block: one visible block of 15-40%% of the grid, the rest masked, Paper "
+                            "B's context)")
     model.add_argument("--label_smoothing", type=float, default=0.1)
     jepa = parser.add_argument_group("JEPA objective")
     jepa.add_argument("--jepa_weight", type=float, default=0.6, help="lambda; 0 trains plain MaskGIT")

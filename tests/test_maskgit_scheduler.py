@@ -109,3 +109,28 @@ def test_config_round_trip(tmp_path):
     scheduler.save_pretrained(tmp_path)
     loaded = MaskGITScheduler.from_pretrained(tmp_path)
     assert loaded.config.mask_token_id == K and loaded.config.masking_schedule == "arccos"
+
+
+def test_visible_block_masks_leave_one_contiguous_block_of_15_to_40_percent_visible():
+    """Paper B's JEPA context: one small visible block, every other token masked (for both objectives)."""
+    from compgen.schedulers.scheduling_maskgit import VISIBLE_BLOCK_FRACTION
+
+    scheduler = MaskGITScheduler(mask_token_id=K)
+    mask = scheduler.sample_mask(512, (7, 7), torch.Generator().manual_seed(0), "visible_block")
+    again = scheduler.sample_mask(512, (7, 7), torch.Generator().manual_seed(0), "visible_block")
+    assert mask.shape == (512, L) and mask.dtype == torch.bool and torch.equal(mask, again)
+    visible = (~mask).sum(dim=1).float() / L
+    low, high = VISIBLE_BLOCK_FRACTION
+    assert visible.min() >= low - 1 / L and visible.max() <= high + 1 / L
+    assert visible.mean().item() == pytest.approx((low + high) / 2, abs=0.03)
+    # the visible tokens are the complement of a "block" mask: one connected region, not scattered positions
+    for row in (~mask).view(-1, 7, 7)[:64]:
+        cells = {(int(i), int(j)) for i, j in row.nonzero()}
+        seen, stack = set(), [next(iter(cells))]
+        while stack:
+            i, j = stack.pop()
+            if (i, j) in seen:
+                continue
+            seen.add((i, j))
+            stack += [n for n in ((i + 1, j), (i - 1, j), (i, j + 1), (i, j - 1)) if n in cells]
+        assert seen == cells

@@ -107,7 +107,8 @@ def run_resumable(script, dataset_dir, out, tokenizer_path, extra=()):
 @pytest.mark.parametrize("jepa_weight", ["0.6", "0"])
 def test_resume_after_a_crash_is_exact(script, dataset_dir, trained_run, tmp_path, monkeypatch, jepa_weight):
     tokenizer_path = trained_run / "vqvae"
-    flags = ["--jepa_weight", jepa_weight, "--mask_type", "block"]
+    # The JEPA arm trains on Paper B's context (one visible block), plain MaskGIT on a masked block.
+    flags = ["--jepa_weight", jepa_weight, "--mask_type", "block" if jepa_weight == "0" else "visible_block"]
     run_resumable(script, dataset_dir, tmp_path / "straight", tokenizer_path, flags)
 
     original = MaskGITTask.after_optimizer_step

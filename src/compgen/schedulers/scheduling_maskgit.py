@@ -2,9 +2,9 @@
 
 diffusers' :class:`~diffusers.AmusedScheduler` implements the same decoding rule for cosine and linear schedules;
 this scheduler reuses its Gumbel top-k re-masking (``mask_by_random_topk``) and output class, and adds what it
-lacks: the ``square`` and ``arccos`` schedules, exact-count training masks (random or block-shaped, for the JEPA
-objective) and a public ``num_masked_after`` so a test can check every step against the schedule. It is not a
-subclass because ``AmusedScheduler.step`` hard-codes its two schedules.
+lacks: the ``square`` and ``arccos`` schedules, exact-count training masks (random, block-shaped, or one visible
+block with the rest masked, for the JEPA objective) and a public ``num_masked_after`` so a test can check every step
+against the schedule. It is not a subclass because ``AmusedScheduler.step`` hard-codes its two schedules.
 """
 
 from __future__ import annotations
@@ -17,7 +17,10 @@ from diffusers.schedulers.scheduling_amused import AmusedSchedulerOutput, mask_b
 from diffusers.schedulers.scheduling_utils import SchedulerMixin
 
 MASKING_SCHEDULES = ("cosine", "linear", "square", "arccos")
-MASK_TYPES = ("random", "block")
+MASK_TYPES = ("random", "block", "visible_block")
+VISIBLE_BLOCK_FRACTION = (0.15, 0.40)
+"""The share of the token grid a ``visible_block`` mask leaves visible, drawn uniformly per image: Paper B's JEPA
+context is one small visible block with the rest masked (Farid et al. 2025, the JEPA figure; I-JEPA's context)."""
 
 
 class MaskGITScheduler(SchedulerMixin, ConfigMixin):
@@ -70,13 +73,20 @@ class MaskGITScheduler(SchedulerMixin, ConfigMixin):
 
         ``mask_type="random"`` picks the positions uniformly (MaskGIT); ``"block"`` picks the positions nearest
         to a random centre under a random aspect ratio, a contiguous rectangle-like block (I-JEPA-style targets).
+        ``"visible_block"`` is the inverse, Paper B's context: one such block of ``U(VISIBLE_BLOCK_FRACTION)`` of the
+        grid stays visible and every other position is masked (the masking schedule is not used).
         """
         if mask_type not in MASK_TYPES:
             raise ValueError(f"mask_type must be one of {MASK_TYPES}, got {mask_type!r}")
         height, width = grid_size
         seq_len = height * width
         progress = torch.rand(batch_size, generator=generator, dtype=torch.float64)
-        counts = torch.ceil(self.mask_ratio(progress) * seq_len).long().clamp(1, seq_len)
+        if mask_type == "visible_block":  # the block is what stays visible: at least one token, at least one masked
+            low, high = VISIBLE_BLOCK_FRACTION
+            visible = torch.round((low + (high - low) * progress) * seq_len).long().clamp(1, seq_len - 1)
+            counts = seq_len - visible
+        else:
+            counts = torch.ceil(self.mask_ratio(progress) * seq_len).long().clamp(1, seq_len)
         noise = torch.rand(batch_size, seq_len, generator=generator)
         if mask_type == "random":
             scores = noise
@@ -89,6 +99,8 @@ class MaskGITScheduler(SchedulerMixin, ConfigMixin):
             # Noise smaller than the grid spacing only breaks ties between equally distant positions.
             scores = -(distance + 0.1 * noise)
         ranks = scores.argsort(dim=1, descending=True).argsort(dim=1)
+        if mask_type == "visible_block":  # the block nearest the centre is kept, the rest masked
+            return (ranks >= (seq_len - counts)[:, None]).to(device)
         return (ranks < counts[:, None]).to(device)
 
     # --- sampling ---------------------------------------------------------------------------------------------

@@ -72,7 +72,8 @@ class MaskGITTask(TrainingTask):
         vqvae: The frozen tokenizer (for decoding samples and the exported pipeline).
         scheduler: Masking schedule for training masks and decoding.
         train_tokens: ``(N, L)`` VQ indices of the training images, row ``i`` for ``batch["index"] == i``.
-        mask_type: ``"random"`` (MaskGIT) or ``"block"`` training masks, for both objectives.
+        mask_type: ``"random"`` (MaskGIT), ``"block"`` or ``"visible_block"`` (Paper B's context: one visible block,
+            the rest masked) training masks, for both objectives; the JEPA loss is on the masked positions.
     """
 
     def __init__(

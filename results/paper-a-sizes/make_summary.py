@@ -1,0 +1,144 @@
+"""Paper A's headline by size distribution and pixel budget: the share of seeds held per data variant and split.
+
+    python results/paper-a-sizes/make_summary.py results/paper-a-sizes [results/paper-a-seeds/candidates]
+
+Reads the folder's ``summary.json`` and ``logs/`` (written by ``python -m compgen.evaluation.results_folder``) and, for
+the baseline on H32-train1, the ``film`` arm of ``results/paper-a-seeds/candidates/`` (the README's command on the
+default data, an earlier date and machine: named as such). Per arm (model of ``studies/paper_a_sizes.yaml`` and its
+split): per seed whether Paper A's headline holds by compgen's strict criterion
+(:func:`compgen.evaluation.compare.headline_held`: both scorers, the last three evaluations, fidelity >= 0.75) and by
+Paper A's own measure (the probes alone, same evaluations, no fidelity), each level's lowest accuracy, the fidelity and
+the classes below 0.9; per arm both shares with their 95% Wilson intervals
+(:func:`compgen.evaluation.compare.share_interval`). Writes ``distribution.json``, adds the shares to
+``summary.json`` under ``headline_shares`` and draws ``figures/share_held_by_data.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1] / "src"))
+
+from compgen.evaluation.compare import headline_held, share_interval  # noqa: E402
+from compgen.evaluation.figure_style import save_figure, subplots  # noqa: E402
+from compgen.evaluation.tracker import read_log  # noqa: E402
+
+DATA = {"film": "default (sizes apart, scale 1)", "sizes-touching": "sizes touching", "scale-1.3": "object scale 1.3",
+        "sizes-touching-scale-1.3": "sizes touching, scale 1.3"}
+"""Each model of studies/paper_a_sizes.yaml (without its ``-train2`` suffix) and the data it trains on."""
+
+
+def arm_and_split(run: str) -> tuple[str, str, int]:
+    """``(model without its split suffix, split, seed)`` of a study cell name ``model__full__dataset__seedN``."""
+    model, _, dataset, seed = run.split("__")
+    split = "H32-train2" if "train2" in dataset else "H32-train1"
+    return model.removesuffix("-train2"), split, int(seed.removeprefix("seed"))
+
+
+def failing_classes(record: dict) -> dict[str, dict]:
+    """Classes below 0.9 by either scorer at a record, with both accuracies and the fidelity."""
+    found = {}
+    for name, probes in record["accuracy"].items():
+        pixel = record.get("pixel_accuracy", {}).get(name, probes)
+        if min(probes, pixel) < 0.9:
+            found[name] = {"probes": round(probes, 4), "pixel statistics": round(pixel, 4),
+                           "fidelity": record.get("fidelity", {}).get(name)}
+    return found
+
+
+def seed_row(seed: int, records: list[dict], wall_clock_s: float | None) -> dict:
+    strict = headline_held(records)
+    probes_only = headline_held(records, scorers=("probes",), min_fidelity=None)
+    return {"seed": seed, "held": strict["held"], "held_by_probes_only": probes_only["held"],
+            "lowest_accuracy": {k: round(v, 4) for k, v in strict["lowest_accuracy"].items()},
+            "fidelity": strict["fidelity"], "failing_classes": failing_classes(records[-1]),
+            "wall_clock_s": wall_clock_s}
+
+
+def shares(seeds: list[dict]) -> dict:
+    n = len(seeds)
+    strict = sum(s["held"] for s in seeds)
+    probes = sum(s["held_by_probes_only"] for s in seeds)
+    return {"seeds": [s["seed"] for s in seeds],
+            "held": f"{strict} of {n}", "held_interval_95": share_interval(strict, n),
+            "held_by_probes_only": f"{probes} of {n}", "held_by_probes_only_interval_95": share_interval(probes, n)}
+
+
+def collect(folder: Path, baseline: Path | None) -> dict:
+    summary = json.loads((folder / "summary.json").read_text())
+    arms: dict[str, dict] = {}
+    for run, entry in sorted(summary["runs"].items()):
+        model, split, seed = arm_and_split(run)
+        study = "paper_a_sizes_new_seeds" if seed >= 10 else "paper_a_sizes"
+        key = f"{model} on {split}" + (" (seeds 10-19)" if seed >= 10 else "")
+        arm = arms.setdefault(key, {"data": DATA[model], "split": split, "study": f"studies/{study}.yaml",
+                                    "source": folder.name, "seeds": []})
+        arm["seeds"].append(seed_row(seed, read_log(folder / entry["log"]), entry.get("wall_clock_s")))
+    if baseline is not None:
+        base = json.loads((baseline / "summary.json").read_text())
+        runs = {run: entry for run, entry in base["runs"].items() if run.startswith("film__")}
+        arms["film on H32-train1"] = {
+            "data": DATA["film"], "split": "H32-train1", "study": "studies/paper_a_preset_candidates.yaml",
+            "source": f"results/paper-a-seeds/{baseline.name} ({base['date']}, {base['machine']})",
+            "seeds": [seed_row(arm_and_split(run)[2], read_log(baseline / entry["log"]), entry.get("wall_clock_s"))
+                      for run, entry in sorted(runs.items(), key=lambda item: arm_and_split(item[0])[2])]}
+    for arm in arms.values():
+        arm.update(shares(arm["seeds"]))
+        times = [s["wall_clock_s"] for s in arm["seeds"] if s["wall_clock_s"]]
+        arm["wall_clock_s"] = [min(times), max(times)] if times else None
+    return {"machine": summary["machine"], "date": summary["date"], "arms": dict(sorted(arms.items()))}
+
+
+def plot(result: dict, path: Path) -> None:
+    """Share of seeds held per data variant, strict and probes-only, one panel per split, with 95% intervals."""
+    splits = ["H32-train1", "H32-train2"]
+    fig, axes = subplots(1, len(splits), figsize=(11, 4), sharey=True)
+    for ax, split in zip(axes, splits, strict=True):
+        arms = [(name, arm) for name, arm in result["arms"].items() if arm["split"] == split and "10-19" not in name]
+        for offset, (key, label, colour) in enumerate((("held", "strict (both scorers, fidelity)", "tab:blue"),
+                                                       ("held_by_probes_only", "probes only (Paper A)", "tab:grey"))):
+            for index, (_, arm) in enumerate(arms):
+                held, total = map(int, arm[key].split(" of "))
+                low, high = arm[f"{key}_interval_95"]
+                x = index + (offset - 0.5) * 0.3
+                ax.bar(x, held / total, width=0.3, color=colour, label=label if index == 0 else None)
+                ax.errorbar(x, held / total, yerr=[[held / total - low], [high - held / total]], color="black",
+                            capsize=3)
+        ax.set_xticks(range(len(arms)), [f"{arm['data']}\n({len(arm['seeds'])} seeds)" for _, arm in arms],
+                      fontsize=7)
+        ax.set_title(f"{split}: README command, 800 steps")
+        ax.set_ylim(0, 1.05)
+        ax.axhline(0.8, color="tab:red", linestyle=":", linewidth=1)
+    axes[0].set_ylabel("share of seeds that hold Paper A's headline")
+    axes[0].legend(fontsize=7, loc="upper left")
+    save_figure(fig, path)
+
+
+def main() -> None:
+    folder = Path(sys.argv[1])
+    baseline = Path(sys.argv[2]) if len(sys.argv) > 2 else None
+    result = collect(folder, baseline)
+    (folder / "distribution.json").write_text(json.dumps(result, indent=1) + "\n")
+    summary = json.loads((folder / "summary.json").read_text())
+    summary["headline_shares"] = {name: {k: arm[k] for k in ("data", "split", "source", "seeds", "held",
+                                                              "held_interval_95", "held_by_probes_only",
+                                                              "held_by_probes_only_interval_95")}
+                                  for name, arm in result["arms"].items()}
+    (folder / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (folder / "figures").mkdir(exist_ok=True)
+    plot(result, folder / "figures" / "share_held_by_data.png")
+    for name, arm in result["arms"].items():
+        print(f"{name} [{arm['data']}]: strict {arm['held']} {arm['held_interval_95']}, probes only "
+              f"{arm['held_by_probes_only']} {arm['held_by_probes_only_interval_95']}, "
+              f"wall-clock {arm['wall_clock_s']}")
+        for seed in arm["seeds"]:
+            verdict = "held" if seed["held"] else ("probes only" if seed["held_by_probes_only"] else "not held")
+            print(f"  seed {seed['seed']}: {verdict}, lowest {seed['lowest_accuracy']}, fidelity {seed['fidelity']}, "
+                  f"failing {sorted(seed['failing_classes'])}")
+
+
+if __name__ == "__main__":
+    main()
