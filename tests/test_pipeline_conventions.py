@@ -72,6 +72,11 @@ def test_latents_start_the_loop(family: Family):
     np.testing.assert_allclose(given, drawn, atol=1e-5)
     with pytest.raises(ValueError, match="latents must have shape"):
         images(pipe, ["021", "110"], latents=latents[:1])
+    if not isinstance(pipe, MaskGITPipeline | GIVTPipeline | MARPipeline):  # starting noise: one NaN, all NaN images
+        poisoned = latents.clone()
+        poisoned[0, 0, 0, 0] = float("nan")
+        with pytest.raises(ValueError, match="latents must be finite"):
+            images(pipe, ["021", "110"], latents=poisoned)
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -73,6 +73,15 @@ def check_latents_shape(latents: torch.Tensor | None, shape: tuple[int, ...], wh
         raise ValueError(f"latents must have shape {tuple(shape)} ({what}), got {tuple(latents.shape)}")
 
 
+def check_starting_noise(latents: torch.Tensor | None, shape: tuple[int, ...], what: str) -> None:
+    """Refuse starting noise of another shape than the batch's, or with a NaN or infinity: one such value spreads
+    through the denoiser's convolutions or attention to every pixel of its image (NaN images, not an error)."""
+    check_latents_shape(latents, shape, what)
+    if latents is not None and not bool(torch.isfinite(latents).all()):
+        bad = int((~torch.isfinite(latents)).sum())
+        raise ValueError(f"latents must be finite starting noise: {bad} of {latents.numel()} values are NaN or inf")
+
+
 class ConceptConditionedModel(Protocol):
     """What the conditioning needs from a denoiser (``TupleConditionedUNet2DModel``, ``MaskGITTransformer``)."""
 

@@ -21,8 +21,8 @@ from .concept_inputs import (
     ConceptPrompts,
     Generators,
     check_generators,
-    check_latents_shape,
     check_sampling_options,
+    check_starting_noise,
     check_step_callback,
     prepare_concept_inputs,
 )
@@ -105,7 +105,7 @@ class TupleConditionedFlowDiTPipeline(DiffusionPipeline):
         or the given ``latents``; unscaled, as the flow starts at sigma 1, where the sample is the noise itself
         (``StableDiffusion3Pipeline.prepare_latents``)."""
         shape = (batch_size, num_channels, height, width)
-        check_latents_shape(latents, shape, "batch, channels, height, width")
+        check_starting_noise(latents, shape, "batch, channels, height, width")
         if latents is None:
             return randn_tensor(shape, generator=generator, device=device, dtype=dtype)
         return latents.to(device=device, dtype=dtype)

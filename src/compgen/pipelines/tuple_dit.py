@@ -19,8 +19,8 @@ from .concept_inputs import (
     ConceptPrompts,
     Generators,
     check_generators,
-    check_latents_shape,
     check_sampling_options,
+    check_starting_noise,
     check_step_callback,
     prepare_concept_inputs,
 )
@@ -67,7 +67,7 @@ class TupleConditionedDiTPipeline(DiffusionPipeline):
         """The starting noise ``(batch_size, num_channels, height, width)``: drawn (one generator, or one per image),
         or the given ``latents``; scaled by the scheduler's initial sigma, as diffusers' pipelines do."""
         shape = (batch_size, num_channels, height, width)
-        check_latents_shape(latents, shape, "batch, channels, height, width")
+        check_starting_noise(latents, shape, "batch, channels, height, width")
         if latents is None:
             latents = randn_tensor(shape, generator=generator, device=device, dtype=dtype)
         else:
