@@ -172,6 +172,15 @@ def test_sampling_keeps_latents_beyond_the_unit_range_and_refuses_a_clipping_sch
     with pytest.raises(ValueError, match="clip_sample=True"):
         DiTTask(pipe.transformer, pipe.vqvae, DDPMScheduler(num_train_timesteps=50),
                 torch.zeros(2, config.latent_channels, config.grid_size, config.grid_size))
+    # Dynamic thresholding bounds the latents too (to sample_max_value, 1 by default): refused the same way.
+    pipe.scheduler = DDIMScheduler.from_config(pipe.scheduler.config, prediction_type="sample", clip_sample=False,
+                                               thresholding=True)
+    with pytest.raises(ValueError, match="thresholding=True"):
+        pipe("000", num_inference_steps=4)
+    with pytest.raises(ValueError, match="thresholding=True"):
+        DiTTask(pipe.transformer, pipe.vqvae, DDPMScheduler(num_train_timesteps=50, clip_sample=False,
+                                                            thresholding=True),
+                torch.zeros(2, config.latent_channels, config.grid_size, config.grid_size))
 
 
 def test_guidance_needs_null_concepts_and_changes_the_samples():

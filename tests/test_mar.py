@@ -142,6 +142,9 @@ def test_pipeline_refuses_bad_options():
     with pytest.raises(ValueError, match="clip_sample=True"):
         MARPipeline(vqvae=pipe.vqvae, transformer=pipe.transformer, scheduler=pipe.scheduler,
                     head_scheduler=DDPMScheduler(num_train_timesteps=50))
+    with pytest.raises(ValueError, match="thresholding=True"):
+        MARPipeline(vqvae=pipe.vqvae, transformer=pipe.transformer, scheduler=pipe.scheduler,
+                    head_scheduler=DDPMScheduler(num_train_timesteps=50, clip_sample=False, thresholding=True))
 
 
 def test_a_training_forward_predicts_the_noisy_masked_tokens():

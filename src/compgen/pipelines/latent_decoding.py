@@ -9,14 +9,16 @@ from diffusers.schedulers.scheduling_utils import SchedulerMixin
 
 
 def check_unclipped_scheduler(scheduler: SchedulerMixin) -> None:
-    """Refuse a scheduler that clips its clean-sample estimates to [-1, 1]: the DiT's standardized latents range
-    beyond that, and clipping them at every step gives wrong images without an error."""
-    if getattr(scheduler.config, "clip_sample", False):
-        raise ValueError(
-            f"{type(scheduler).__name__} has clip_sample=True, but the DiT diffuses standardized latents that are not "
-            "bounded by [-1, 1]; clipping them corrupts every sample. Pass a scheduler with clip_sample=False, e.g. "
-            "scheduler=DDPMScheduler.from_pretrained(path, subfolder='scheduler', clip_sample=False)."
-        )
+    """Refuse a scheduler that clips (``clip_sample``) or thresholds (``thresholding``, dynamic thresholding) its
+    clean-sample estimates: the DiT's standardized latents range beyond [-1, 1], and bounding them at every step gives
+    wrong images without an error."""
+    for option in ("clip_sample", "thresholding"):
+        if getattr(scheduler.config, option, False):
+            raise ValueError(
+                f"{type(scheduler).__name__} has {option}=True, but the DiT diffuses standardized latents that are "
+                f"not bounded by [-1, 1]; bounding them corrupts every sample. Pass a scheduler with {option}=False, "
+                f"e.g. scheduler=DDPMScheduler.from_pretrained(path, subfolder='scheduler', {option}=False)."
+            )
 
 
 def check_tokenizer(vqvae: VQModel | None, vae: AutoencoderKL | None, transformer) -> None:
