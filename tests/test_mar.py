@@ -136,6 +136,7 @@ def test_pipeline_is_deterministic_and_round_trips_through_save_and_the_hub_entr
 def test_pipeline_refuses_bad_options():
     pipe = _pipe()
     for options, message in (({"temperature": -1.0}, "temperature"), ({"num_head_steps": 0}, "num_head_steps"),
+                             ({"num_head_steps": 2.5}, "num_head_steps"), ({"num_head_steps": True}, "num_head_steps"),
                              ({"guidance_scale": 2.0}, "concept_dropout")):
         with pytest.raises(ValueError, match=message):
             pipe("111", **options)

@@ -91,5 +91,8 @@ def test_conditioning_errors(pipe):
         sample(pipe, [])
     with pytest.raises(ValueError, match="output_type"):
         pipe("111", output_type="latent")
+    for steps in (None, 2.5, 0, True):  # refused before any work, as GIVT and MAR refuse them
+        with pytest.raises(ValueError, match="num_inference_steps must be a positive integer"):
+            pipe("111", num_inference_steps=steps)
     with pytest.raises(ValueError, match="mask_token_id"):
         MaskGITPipeline(vqvae=pipe.vqvae, transformer=pipe.transformer, scheduler=MaskGITScheduler(mask_token_id=7))

@@ -32,6 +32,14 @@ def check_sampling_options(output_type: str, num_inference_steps: int | None) ->
                          f"got {num_inference_steps!r}")
 
 
+def check_unmasking_options(output_type: str, num_inference_steps: int | None) -> None:
+    """:func:`check_sampling_options` for the masked-token pipelines (MaskGIT, GIVT, MAR): ``num_inference_steps``
+    is required, since masked decoding has no training steps to fall back on."""
+    check_sampling_options(output_type, num_inference_steps)
+    if num_inference_steps is None:
+        raise ValueError("num_inference_steps must be a positive integer (masked decoding has no training steps)")
+
+
 def check_temperature(temperature: float, name: str = "temperature") -> None:
     """A sampling temperature must be a finite number >= 0: NaN or inf would pass a ``< 0`` check and sample NaN
     images (MAR), fail deep inside ``torch.multinomial`` (GIVT) or re-mask at random (MaskGIT)."""

@@ -18,9 +18,9 @@ from .concept_inputs import (
     ConceptPrompts,
     Generators,
     check_generators,
-    check_sampling_options,
     check_step_callback,
     check_temperature,
+    check_unmasking_options,
     prepare_concept_inputs,
 )
 from .latent_decoding import check_tokenizer, decode_standardized_latents
@@ -57,9 +57,7 @@ class GIVTPipeline(DiffusionPipeline):
 
     def check_inputs(self, output_type: str, num_inference_steps: int | None, temperature: float) -> None:
         """Refuse an unknown output type, a missing or non-positive step count and a negative temperature."""
-        check_sampling_options(output_type, num_inference_steps)
-        if num_inference_steps is None:
-            raise ValueError("num_inference_steps must be a positive integer (masked decoding has no training steps)")
+        check_unmasking_options(output_type, num_inference_steps)
         check_temperature(temperature)
 
     @torch.no_grad()

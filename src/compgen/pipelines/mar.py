@@ -18,9 +18,9 @@ from .concept_inputs import (
     ConceptPrompts,
     Generators,
     check_generators,
-    check_sampling_options,
     check_step_callback,
     check_temperature,
+    check_unmasking_options,
     prepare_concept_inputs,
 )
 from .latent_decoding import check_tokenizer, check_unclipped_scheduler, decode_standardized_latents
@@ -60,11 +60,9 @@ class MARPipeline(DiffusionPipeline):
                      temperature: float) -> None:
         """Refuse a clipping head scheduler, step counts below 1, an unknown output type and a negative temperature."""
         check_unclipped_scheduler(self.head_scheduler)
-        if num_head_steps < 1:
-            raise ValueError(f"num_head_steps must be a positive integer, got {num_head_steps}")
-        check_sampling_options(output_type, num_inference_steps)
-        if num_inference_steps is None:
-            raise ValueError("num_inference_steps must be a positive integer (masked decoding has no training steps)")
+        if isinstance(num_head_steps, bool) or not isinstance(num_head_steps, int) or num_head_steps < 1:
+            raise ValueError(f"num_head_steps must be a positive integer, got {num_head_steps!r}")
+        check_unmasking_options(output_type, num_inference_steps)
         check_temperature(temperature)
 
     def denoise_tokens(self, conditions: torch.Tensor, num_head_steps: int, temperature: float,

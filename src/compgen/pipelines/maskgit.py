@@ -14,12 +14,12 @@ from ..models.maskgit_transformer import MaskGITTransformer
 from ..models.vq_tokenizer import decode_indices
 from ..schedulers.scheduling_maskgit import MaskGITScheduler
 from .concept_inputs import (
-    OUTPUT_TYPES,
     ConceptPrompts,
     Generators,
     check_generators,
     check_latents_shape,
     check_step_callback,
+    check_unmasking_options,
     prepare_concept_inputs,
 )
 
@@ -95,8 +95,7 @@ class MaskGITPipeline(DiffusionPipeline):
             callback_on_step_end_tensor_inputs: The tensors handed to ``callback_on_step_end``.
         """
         # 1. Check inputs
-        if output_type not in OUTPUT_TYPES:
-            raise ValueError(f"output_type must be one of {OUTPUT_TYPES}, got {output_type!r}")
+        check_unmasking_options(output_type, num_inference_steps)
         check_step_callback(callback_on_step_end, callback_on_step_end_tensor_inputs, self._callback_tensor_inputs)
         if self.vqvae is None:
             raise ValueError("the pipeline needs its VQ tokenizer to decode the tokens: set pipe.vqvae (a VQModel), or "
