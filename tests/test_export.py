@@ -155,3 +155,12 @@ def test_quickstart_report_prints_both_scorers_per_level_and_where_the_plots_are
     assert f"sample sheet: {tmp_path / 'unet' / 'figures' / 'samples.png'}" in out
     with pytest.raises(SystemExit):
         quickstart_main(["--report", str(tmp_path / "nothing")])
+    # an empty log, a log of something else: a usage error naming the problem, not an IndexError or a KeyError
+    for name, text, message in (("empty", "", "no evaluation yet"),
+                                ("foreign", '{"loss": 0.5}\n', "not an evaluation record")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "learning_dynamics.jsonl").write_text(text)
+        capsys.readouterr()
+        with pytest.raises(SystemExit):
+            quickstart_main(["--report", str(tmp_path / name)])
+        assert message in capsys.readouterr().err

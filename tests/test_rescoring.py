@@ -78,6 +78,9 @@ def test_rescoring_a_checkpoints_online_weights_and_other_options(unet_run, tmp_
 
 
 def test_gate_diagnostics_report_every_class_and_decoder_stage(unet_run, tmp_path):
+    for bad in ("-1", "100000"):  # another timestep silently, or an IndexError deep in add_noise
+        with pytest.raises(ValueError, match="noise_step must be an integer in"):
+            gates_main([str(unet_run), "--noise_step", bad])
     result = gates_main([str(unet_run), "--noise_step", "100", "--markdown", str(tmp_path / "gates.md")])
     assert set(result["classes"]) == {f"{s}{c}{z}" for s in "01" for c in "01" for z in "01"}
     entry = result["classes"]["111"]

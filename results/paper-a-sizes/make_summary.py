@@ -29,6 +29,8 @@ from compgen.evaluation.tracker import read_log  # noqa: E402
 DATA = {"film": "default (sizes apart, scale 1)", "sizes-touching": "sizes touching", "scale-1.3": "object scale 1.3",
         "sizes-touching-scale-1.3": "sizes touching, scale 1.3"}
 """Each model of studies/paper_a_sizes.yaml (without its ``-train2`` suffix) and the data it trains on."""
+STEPS = 800
+"""The README command's length: a run whose log ends earlier was stopped unfinished and is left out."""
 
 
 def arm_and_split(run: str) -> tuple[str, str, int]:
@@ -62,7 +64,7 @@ def shares(seeds: list[dict]) -> dict:
     n = len(seeds)
     strict = sum(s["held"] for s in seeds)
     probes = sum(s["held_by_probes_only"] for s in seeds)
-    return {"seeds": [s["seed"] for s in seeds],
+    return {"seeds_run": [s["seed"] for s in seeds],
             "held": f"{strict} of {n}", "held_interval_95": share_interval(strict, n),
             "held_by_probes_only": f"{probes} of {n}", "held_by_probes_only_interval_95": share_interval(probes, n)}
 
@@ -71,6 +73,8 @@ def collect(folder: Path, baseline: Path | None) -> dict:
     summary = json.loads((folder / "summary.json").read_text())
     arms: dict[str, dict] = {}
     for run, entry in sorted(summary["runs"].items()):
+        if entry["last_step"] < STEPS:
+            continue
         model, split, seed = arm_and_split(run)
         study = "paper_a_sizes_new_seeds" if seed >= 10 else "paper_a_sizes"
         key = f"{model} on {split}" + (" (seeds 10-19)" if seed >= 10 else "")
@@ -111,7 +115,7 @@ def plot(result: dict, path: Path) -> None:
                       fontsize=7)
         ax.set_title(f"{split}: README command, 800 steps")
         ax.set_ylim(0, 1.05)
-        ax.axhline(0.8, color="tab:red", linestyle=":", linewidth=1)
+        ax.axhline(0.8, color="tab:red", linestyle=":", linewidth=1, label="issue 52's target, 8 of 10")
     axes[0].set_ylabel("share of seeds that hold Paper A's headline")
     axes[0].legend(fontsize=7, loc="upper left")
     save_figure(fig, path)
@@ -123,7 +127,7 @@ def main() -> None:
     result = collect(folder, baseline)
     (folder / "distribution.json").write_text(json.dumps(result, indent=1) + "\n")
     summary = json.loads((folder / "summary.json").read_text())
-    summary["headline_shares"] = {name: {k: arm[k] for k in ("data", "split", "source", "seeds", "held",
+    summary["headline_shares"] = {name: {k: arm[k] for k in ("data", "split", "source", "seeds_run", "held",
                                                               "held_interval_95", "held_by_probes_only",
                                                               "held_by_probes_only_interval_95")}
                                   for name, arm in result["arms"].items()}

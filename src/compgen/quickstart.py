@@ -36,6 +36,9 @@ def main(argv: list[str] | None = None) -> None:
         log = Path(args.report) / "learning_dynamics.jsonl"
         if not log.is_file():
             parser.error(f"--report {args.report}: no learning_dynamics.jsonl there (train first)")
+        problem = report_problem(Path(args.report))
+        if problem:
+            parser.error(f"--report {args.report}: {problem}")
         print(run_report(Path(args.report)))
         return
     output_dir = Path(args.output_dir)
@@ -57,6 +60,31 @@ def main(argv: list[str] | None = None) -> None:
     sheet_path = output_dir / "contact_sheet.png"
     atomic_write_bytes(sheet_path, _png_bytes(contact_sheet(dataset["test"], samples_per_class=10)))
     print(f"wrote {sheet_path}")
+
+
+def report_problem(run_dir: Path) -> str | None:
+    """Why ``run_dir`` cannot be reported on, before any plotting: a log with no evaluation, a log of something else
+    (no per-level accuracy), or a folder its figures cannot be written into; ``None`` when it can."""
+    import os
+
+    from .evaluation.tracker import read_log
+
+    try:
+        records = read_log(run_dir / "learning_dynamics.jsonl")
+    except (ValueError, UnicodeDecodeError) as error:
+        return f"learning_dynamics.jsonl is not a learning-dynamics log ({error})"
+    if not records:
+        return "learning_dynamics.jsonl holds no evaluation yet (the run stopped before its first evaluation)"
+    needed = ("step", "level_accuracy", "chance")
+    foreign = [index for index, record in enumerate(records, start=1)
+               if not isinstance(record, dict) or any(key not in record for key in needed)]
+    if foreign:
+        return (f"learning_dynamics.jsonl line {foreign[0]} is not an evaluation record (it lacks one of {needed}): "
+                "is this a compgen training run?")
+    figures = run_dir / "figures"
+    if not os.access(figures if figures.is_dir() else run_dir, os.W_OK):
+        return f"the plots go to {figures}, which cannot be written here"
+    return None
 
 
 def run_report(run_dir: Path) -> str:

@@ -29,6 +29,15 @@ from ..concepts import ConceptGraph
 NEAR_ZERO = 0.05
 
 
+def check_noise_step(noise_step: int, scheduler) -> None:
+    """Refuse a noise step outside the scheduler's training steps: a negative one indexes from the end of its tables
+    (another timestep, silently) and one past the end fails deep inside ``add_noise``."""
+    steps = int(scheduler.config.num_train_timesteps)
+    if isinstance(noise_step, bool) or not isinstance(noise_step, int) or not 0 <= noise_step < steps:
+        raise ValueError(f"noise_step must be an integer in [0, {steps - 1}] (the scheduler's training steps), "
+                         f"got {noise_step!r}")
+
+
 @torch.no_grad()
 def gate_statistics(unet, scheduler, graph: ConceptGraph, noise_step: int = 250, images_per_class: int = 32,
                     seed: int = 0) -> dict[str, Any]:
@@ -37,6 +46,7 @@ def gate_statistics(unet, scheduler, graph: ConceptGraph, noise_step: int = 250,
     from ..images import uint8_to_signed
     from ..shapes import PAPER_COLOR_JITTER, PAPER_SIZE_JITTER, RenderConfig, render_classes
 
+    check_noise_step(noise_step, scheduler)
     unet = unet.eval()
     device = unet.device
     names = [graph.format(node) for node in graph.nodes]
@@ -117,9 +127,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--markdown", default=None, help="also write the table here")
     args = parser.parse_args(argv)
 
+    scheduler = DDPMScheduler.from_pretrained(Path(args.model_dir) / "scheduler")
+    check_noise_step(args.noise_step, scheduler)  # before the model and the log are read
     unet = TupleConditionedUNet2DModel.from_pretrained(Path(args.model_dir) / "unet")
     graph = graph_from_record(read_log(Path(args.model_dir) / "learning_dynamics.jsonl")[-1])
-    scheduler = DDPMScheduler.from_pretrained(Path(args.model_dir) / "scheduler")
     result = gate_statistics(unet, scheduler, graph, noise_step=args.noise_step)
     text = gate_markdown(result)
     print(text)
