@@ -123,3 +123,6 @@ def test_command_on_an_exported_pipeline(tmp_path):
         mechanism.main([str(tmp_path / "pipe"), "--labels", "a", "b", "--output", str(tmp_path / "x")])
     with pytest.raises(SystemExit):
         mechanism.main([str(tmp_path / "pipe"), "--mask_ratio", "1.5", "--output", str(tmp_path / "x")])
+    (tmp_path / "a_file").write_text("")  # refused before the measuring, not after it
+    with pytest.raises(SystemExit):
+        mechanism.main([str(tmp_path / "pipe"), "--output", str(tmp_path / "a_file")])

@@ -75,6 +75,12 @@ def test_rescoring_a_checkpoints_online_weights_and_other_options(unet_run, tmp_
     assert set(sampled["accuracy"]) == set(online["accuracy"])
     with pytest.raises(SystemExit):
         evaluate_main([str(unet_run), "--num_inference_steps", "0"])
+    # an --output onto a directory is refused before the sampling, not after it (the result would be lost)
+    (tmp_path / "a_directory").mkdir()
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        evaluate_main([str(unet_run), "--output", str(tmp_path / "a_directory")])
+    assert "is a directory" in capsys.readouterr().err
 
 
 def test_gate_diagnostics_report_every_class_and_decoder_stage(unet_run, tmp_path):

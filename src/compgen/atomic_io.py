@@ -53,6 +53,19 @@ def check_writable_directory(target: Path, overwrite: bool = False) -> None:
                               "overwrite option to replace it")
 
 
+def output_file_problem(path: str | os.PathLike) -> str | None:
+    """Why a result could not be written to the file ``path`` (checked before the work that makes it): a directory
+    there, no directory to hold it, or one that cannot be written; ``None`` when it can."""
+    target = Path(path).resolve()
+    if target.is_dir():
+        return f"{target} is a directory: name a file to write to"
+    if not target.parent.is_dir():
+        return f"no directory {target.parent} to write it to"
+    if not os.access(target.parent, os.W_OK):
+        return f"the directory {target.parent} cannot be written"
+    return None
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file and ``os.replace``."""
     target = Path(path)

@@ -235,6 +235,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error(f"--top_fraction must lie in (0, 1], got {args.top_fraction}")
     if not (args.floor >= 0 and 0 <= args.ratio <= 1):
         parser.error("--floor must be non-negative and --ratio lie in [0, 1]")
+    output = Path(args.output)
+    if output.exists() and not output.is_dir():  # found before the measuring, not after it
+        parser.error(f"--output {args.output} is a file: name a directory for mechanism.json and mechanism.png")
     from ..pipelines.maskgit import MaskGITPipeline
 
     pipelines = {label: MaskGITPipeline.from_pretrained(path)
@@ -247,7 +250,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         heads, overlap = records[label]["polysemanticity"], records[label]["circuit_overlap"]
         print(f"{label}: polysemantic heads per layer {heads['polysemantic_heads_per_layer']}, circuit overlap "
               f"{overlap['mean']} (per layer {overlap['per_layer']})")
-    output = Path(args.output)
     output.mkdir(parents=True, exist_ok=True)
     atomic_write_text(output / "mechanism.json", json.dumps(records, indent=1) + "\n")
     plot_mechanism(records, output / "mechanism.png")

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file
 
-from ..atomic_io import atomic_write_text
+from ..atomic_io import atomic_write_text, output_file_problem
 from ..concepts import ConceptGraph
 from ..images import unit_to_uint8
 from ..models.transformer_block import convert_legacy_block_weights
@@ -246,8 +246,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         parser.error("--images_per_class must be at least 1")
     if args.weights == "online" and args.checkpoint is None:
         parser.error("--weights online needs --checkpoint: an export holds only the weights it was saved with")
-    if args.output and not Path(args.output).resolve().parent.is_dir():
-        parser.error(f"--output {args.output}: no directory {Path(args.output).resolve().parent} to write it to")
+    if args.output and output_file_problem(args.output):
+        parser.error(f"--output {args.output}: {output_file_problem(args.output)}")
     try:
         last_record, _, _ = resolve_run(args.run_dir, args.checkpoint, args.weights)
         sampling_options(last_record, args.num_inference_steps, args.mixed_precision)
