@@ -115,7 +115,7 @@ def plot(result: dict, path: Path) -> None:
                       fontsize=7)
         ax.set_title(f"{split}: README command, 800 steps")
         ax.set_ylim(0, 1.05)
-        ax.axhline(0.8, color="tab:red", linestyle=":", linewidth=1, label="issue 52's target, 8 of 10")
+        ax.axhline(0.8, color="tab:red", linestyle=":", linewidth=1, label="the target: 8 of 10")
     axes[0].set_ylabel("share of seeds that hold Paper A's headline")
     axes[0].legend(fontsize=7, loc="upper left")
     save_figure(fig, path)
