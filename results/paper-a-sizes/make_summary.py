@@ -1,11 +1,11 @@
 """Paper A's headline by size distribution and pixel budget: the share of seeds held per data variant and split.
 
-    python results/paper-a-sizes/make_summary.py results/paper-a-sizes [results/paper-a-seeds/candidates]
+    python results/paper-a-sizes/make_summary.py results/paper-a-sizes
 
-Reads the folder's ``summary.json`` and ``logs/`` (written by ``python -m compgen.evaluation.results_folder``) and, for
-the baseline on H32-train1, the ``film`` arm of ``results/paper-a-seeds/candidates/`` (the README's command on the
-default data, an earlier date and machine: named as such). Per arm (model of ``studies/paper_a_sizes.yaml`` and its
-split): per seed whether Paper A's headline holds by compgen's strict criterion
+Reads the folder's ``summary.json`` and ``logs/`` (written by ``python -m compgen.evaluation.results_folder``) and the
+baselines, the README's command on the default data, from ``results/paper-a-seeds/`` (:data:`BASELINES`: ten seeds
+on H32-train1, three on H32-train2, each with its own date and machine). Per arm (model of
+``studies/paper_a_sizes.yaml`` and its split): per seed whether Paper A's headline holds by compgen's strict criterion
 (:func:`compgen.evaluation.compare.headline_held`: both scorers, the last three evaluations, fidelity >= 0.75) and by
 Paper A's own measure (the probes alone, same evaluations, no fidelity), each level's lowest accuracy, the fidelity and
 the classes below 0.9; per arm both shares with their 95% Wilson intervals
@@ -29,6 +29,10 @@ from compgen.evaluation.tracker import read_log  # noqa: E402
 DATA = {"film": "default (sizes apart, scale 1)", "sizes-touching": "sizes touching", "scale-1.3": "object scale 1.3",
         "sizes-touching-scale-1.3": "sizes touching, scale 1.3"}
 """Each model of studies/paper_a_sizes.yaml (without its ``-train2`` suffix) and the data it trains on."""
+BASELINES = {"H32-train1": ("candidates", "film__full__okawa-h32-train1__"),
+             "H32-train2": ("film-splits", "film-other-splits__full__okawa-h32-train2__")}
+"""Per split: the folder of ``results/paper-a-seeds/`` and the runs in it that are the README's command on the default
+data (FiLM, quickstart, bf16, 800 steps)."""
 STEPS = 800
 """The README command's length: a run whose log ends earlier was stopped unfinished and is left out."""
 
@@ -69,7 +73,7 @@ def shares(seeds: list[dict]) -> dict:
             "held_by_probes_only": f"{probes} of {n}", "held_by_probes_only_interval_95": share_interval(probes, n)}
 
 
-def collect(folder: Path, baseline: Path | None) -> dict:
+def collect(folder: Path) -> dict:
     summary = json.loads((folder / "summary.json").read_text())
     arms: dict[str, dict] = {}
     for run, entry in sorted(summary["runs"].items()):
@@ -81,14 +85,15 @@ def collect(folder: Path, baseline: Path | None) -> dict:
         arm = arms.setdefault(key, {"data": DATA[model], "split": split, "study": f"studies/{study}.yaml",
                                     "source": folder.name, "seeds": []})
         arm["seeds"].append(seed_row(seed, read_log(folder / entry["log"]), entry.get("wall_clock_s")))
-    if baseline is not None:
+    for split, (name, prefix) in BASELINES.items():
+        baseline = HERE.parent / "paper-a-seeds" / name
         base = json.loads((baseline / "summary.json").read_text())
-        runs = {run: entry for run, entry in base["runs"].items() if run.startswith("film__")}
-        arms["film on H32-train1"] = {
-            "data": DATA["film"], "split": "H32-train1", "study": "studies/paper_a_preset_candidates.yaml",
-            "source": f"results/paper-a-seeds/{baseline.name} ({base['date']}, {base['machine']})",
-            "seeds": [seed_row(arm_and_split(run)[2], read_log(baseline / entry["log"]), entry.get("wall_clock_s"))
-                      for run, entry in sorted(runs.items(), key=lambda item: arm_and_split(item[0])[2])]}
+        runs = sorted((run for run in base["runs"] if run.startswith(prefix)), key=lambda run: arm_and_split(run)[2])
+        arms[f"film on {split}"] = {
+            "data": DATA["film"], "split": split, "study": "studies/paper_a_preset_candidates.yaml",
+            "source": f"results/paper-a-seeds/{name} ({base['date']}, {base['machine']})",
+            "seeds": [seed_row(arm_and_split(run)[2], read_log(baseline / base["runs"][run]["log"]),
+                               base["runs"][run].get("wall_clock_s")) for run in runs]}
     for arm in arms.values():
         arm.update(shares(arm["seeds"]))
         times = [s["wall_clock_s"] for s in arm["seeds"] if s["wall_clock_s"]]
@@ -123,8 +128,7 @@ def plot(result: dict, path: Path) -> None:
 
 def main() -> None:
     folder = Path(sys.argv[1])
-    baseline = Path(sys.argv[2]) if len(sys.argv) > 2 else None
-    result = collect(folder, baseline)
+    result = collect(folder)
     (folder / "distribution.json").write_text(json.dumps(result, indent=1) + "\n")
     summary = json.loads((folder / "summary.json").read_text())
     summary["headline_shares"] = {name: {k: arm[k] for k in ("data", "split", "source", "seeds_run", "held",
