@@ -15,14 +15,14 @@ $(PY):
 
 setup: $(PY)
 
-# The main job on a small CPU default: export the default dataset with a contact sheet, then show Paper A's emergence
-# on H32-train1 with the U-Net's quickstart preset and FiLM concept modulation (the README's five-minute command:
-# results/paper-a-seeds/, the share of seeds it holds) into $(OUT)/unet, and print its per-level table by both scorers
-# with where its plots and sample sheet are.
+# The main job on a small CPU default: export the quick start's dataset with a contact sheet, then show Paper A's
+# emergence on H32-train1 (sizes drawn as Paper A's text says, touching ranges) with the U-Net's quickstart preset and
+# FiLM concept modulation (the README's five-minute command: results/paper-a-sizes/, the share of seeds it holds) into
+# $(OUT)/unet, and print its per-level table by both scorers with where its plots and sample sheet are.
 quickstart: setup
 	$(PY) -m compgen.quickstart --output_dir $(OUT)
 	OMP_NUM_THREADS=1 $(VENV)/bin/accelerate launch --cpu --num_processes 1 --num_cpu_threads_per_process 1 \
-		examples/train_tuple_unet.py --preset quickstart --concept_modulation film --dataset okawa-h32-train1 \
+		examples/train_tuple_unet.py --preset quickstart --concept_modulation film --dataset okawa-h32-train1-sizes-touching \
 		--output_dir $(OUT)/unet --resume_from_checkpoint latest
 	$(PY) -m compgen.quickstart --report $(OUT)/unet
 

@@ -34,6 +34,8 @@ def _rows_by_class(split: datasets.Dataset) -> dict[str, list[dict]]:
 def test_predefined_configs():
     names = [config.name for config in ConceptGraphShapes.BUILDER_CONFIGS]
     assert names == ["okawa-h32-train1", "okawa-h32-train2", "okawa-h32-train3", "okawa-h32-train4",
+                     "okawa-h32-train1-sizes-touching", "okawa-h32-train2-sizes-touching",
+                     "okawa-h32-train3-sizes-touching", "okawa-h32-train4-sizes-touching",
                      "okawa-h32-train1-flat", "okawa-h32-train1-anywhere", "okawa-fail1", "okawa-h42-train1"]
     assert ConceptGraphShapes.DEFAULT_CONFIG_NAME == "okawa-h32-train1"
     for config in ConceptGraphShapes.BUILDER_CONFIGS:

@@ -130,7 +130,8 @@ def test_publish_script_exports_the_requested_configs(tmp_path):
 def test_quickstart_writes_the_dataset_and_a_contact_sheet(tmp_path, capsys):
     quickstart_main(["--output_dir", str(tmp_path / "outputs"), "--cache_dir", str(tmp_path / "cache")])
     assert (tmp_path / "outputs" / "contact_sheet.png").is_file()
-    assert "okawa-h32-train1/train-00000-of-00001.parquet" in files_to_upload(tmp_path / "outputs" / "dataset")
+    exported = files_to_upload(tmp_path / "outputs" / "dataset")
+    assert "okawa-h32-train1-sizes-touching/train-00000-of-00001.parquet" in exported  # what the README trains on
     assert "contact_sheet.png" in capsys.readouterr().out
 
 

@@ -112,3 +112,13 @@ def test_share_interval_is_wilsons_and_says_ten_seeds_cannot_tell_3_from_5():
     for bad in ((11, 10), (-1, 10), (1, 0), (1.5, 10)):
         with pytest.raises(ValueError):
             share_interval(*bad)
+
+
+def test_the_touching_configs_are_paper_a_splits_with_touching_size_ranges():
+    from compgen.data.concept_graph_builder import ConceptGraphShapes
+
+    for number in (1, 2, 3, 4):
+        touching = ConceptGraphShapes.builder_configs[f"okawa-h32-train{number}-sizes-touching"]
+        default = ConceptGraphShapes.builder_configs[f"okawa-h32-train{number}"]
+        assert touching.train_counts == default.train_counts
+        assert touching.render_config == replace(default.render_config, size_jitter=SIZE_RANGES["touching"])

@@ -1,8 +1,9 @@
 """The project's main job on a small CPU default (``make quickstart``): the data, then Paper A's emergence.
 
-``python -m compgen.quickstart --output_dir outputs`` builds the default concept-graph dataset (Okawa et al. 2023's
-``okawa-h32-train1``), exports it in Hugging Face Hub layout to ``<output-dir>/dataset`` and writes a contact sheet
-of samples per concept class. After a training run, ``python -m compgen.quickstart --report RUN_DIR`` prints its
+``python -m compgen.quickstart --output_dir outputs`` builds the quick start's concept-graph dataset (Okawa et al.
+2023's headline split H32-train1 with sizes drawn as its text says, ``okawa-h32-train1-sizes-touching``:
+``results/paper-a-sizes/``), exports it in Hugging Face Hub layout to ``<output-dir>/dataset`` and writes a contact
+sheet of samples per concept class. After a training run, ``python -m compgen.quickstart --report RUN_DIR`` prints its
 per-level accuracy at the last evaluation by both scorers, whether Paper A's headline holds there
 (:func:`~compgen.evaluation.compare.headline_held`), and writes the learning-dynamics plots and the sample sheet
 (Paper A, Fig. 5: level 2 emerges last).
@@ -21,7 +22,7 @@ from .data.concept_graph_builder import build_concept_graph_dataset
 from .data.export import contact_sheet, export_datasets
 from .hub import files_to_upload
 
-DEFAULT_CONFIG = "okawa-h32-train1"
+DEFAULT_CONFIG = "okawa-h32-train1-sizes-touching"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -67,6 +67,16 @@ class ConceptGraphShapes(datasets.GeneratorBasedBuilder):
             )
             for number, centre in ((2, "001"), (3, "010"), (4, "100"))
         ),
+        *(
+            ConceptGraphShapesConfig(
+                name=f"okawa-h32-train{number}-sizes-touching", version=VERSION, split_preset=f"H32-train{number}",
+                images_per_class=1250, size_ranges="touching",
+                description=f"Okawa et al. 2023 split H32-train{number} with sizes drawn as Paper A's text says (the "
+                "size axis cut into two touching halves, not two ranges with a gap); the README's quick start "
+                "trains on H32-train1's (results/paper-a-sizes/).",
+            )
+            for number in (1, 2, 3, 4)
+        ),
         ConceptGraphShapesConfig(
             name="okawa-h32-train1-flat",
             version=VERSION,
