@@ -16,6 +16,7 @@ the classes below 0.9; per arm both shares with their 95% Wilson intervals
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -25,6 +26,7 @@ sys.path.insert(0, str(HERE.parents[1] / "src"))
 from compgen.evaluation.compare import headline_held, share_interval  # noqa: E402
 from compgen.evaluation.figure_style import save_figure, subplots  # noqa: E402
 from compgen.evaluation.tracker import read_log  # noqa: E402
+from compgen.shapes import SIZE_RANGES, SIZE_SCALE  # noqa: E402
 
 DATA = {"film": "default (sizes apart, scale 1)", "sizes-touching": "sizes touching", "scale-1.3": "object scale 1.3",
         "sizes-touching-scale-1.3": "sizes touching, scale 1.3"}
@@ -35,6 +37,26 @@ BASELINES = {"H32-train1": ("candidates", "film__full__okawa-h32-train1__"),
 data (FiLM, quickstart, bf16, 800 steps)."""
 STEPS = 800
 """The README command's length: a run whose log ends earlier was stopped unfinished and is left out."""
+
+
+def data_variants() -> dict[str, dict]:
+    """What each variant draws: the scale range of each size class, the object scale in the frame and the pixels an
+    object has against the default (the scale squared)."""
+    variants = {}
+    for model, (ranges, object_scale) in {"film": ("apart", 1.0), "sizes-touching": ("touching", 1.0),
+                                          "scale-1.3": ("apart", 1.3),
+                                          "sizes-touching-scale-1.3": ("touching", 1.3)}.items():
+        jitter = SIZE_RANGES[ranges]
+        variants[DATA[model]] = {
+            "size_ranges": ranges, "size_jitter": jitter, "object_scale": object_scale,
+            "canonical_scales (held-out classes are sampled at these)": dict(SIZE_SCALE),
+            "pixels_against_default": round(object_scale ** 2, 2),
+            **{f"{size}_scales": [round(value - jitter, 2), round(value + jitter, 2)]
+               for size, value in SIZE_SCALE.items()},
+            # H32-train1 shows the cone only large: how far below the smallest cone seen its small class value lies
+            "h32_train1_small_cone_below_smallest_cone_seen": round(SIZE_SCALE["large"] - jitter
+                                                                    - SIZE_SCALE["small"], 2)}
+    return variants
 
 
 def arm_and_split(run: str) -> tuple[str, str, int]:
@@ -62,6 +84,19 @@ def seed_row(seed: int, records: list[dict], wall_clock_s: float | None) -> dict
             "lowest_accuracy": {k: round(v, 4) for k, v in strict["lowest_accuracy"].items()},
             "fidelity": strict["fidelity"], "failing_classes": failing_classes(records[-1]),
             "wall_clock_s": wall_clock_s}
+
+
+def fisher_exact(a: int, n: int, b: int, m: int) -> float:
+    """Two-sided Fisher exact p-value of ``a`` of ``n`` against ``b`` of ``m`` (the tables no more likely than the one
+    seen): whether two shares of seeds can be told apart."""
+    total, held = n + m, a + b
+
+    def probability(k: int) -> float:
+        return math.comb(n, k) * math.comb(m, held - k) / math.comb(total, held)
+
+    seen = probability(a)
+    ks = range(max(0, held - m), min(n, held) + 1)
+    return round(min(1.0, sum(probability(k) for k in ks if probability(k) <= seen * (1 + 1e-9))), 4)
 
 
 def shares(seeds: list[dict]) -> dict:
@@ -98,7 +133,16 @@ def collect(folder: Path) -> dict:
         arm.update(shares(arm["seeds"]))
         times = [s["wall_clock_s"] for s in arm["seeds"] if s["wall_clock_s"]]
         arm["wall_clock_s"] = [min(times), max(times)] if times else None
-    return {"machine": summary["machine"], "date": summary["date"], "arms": dict(sorted(arms.items()))}
+    for arm in arms.values():  # each variant against the default data of its split, by both measures
+        base = arms.get(f"film on {arm['split']}")
+        if base is None or base is arm:
+            continue
+        for key in ("held", "held_by_probes_only"):
+            a, n = map(int, arm[key].split(" of "))
+            b, m = map(int, base[key].split(" of "))
+            arm[f"{key}_fisher_p_against_default"] = fisher_exact(a, n, b, m)
+    return {"machine": summary["machine"], "date": summary["date"], "data_variants": data_variants(),
+            "arms": dict(sorted(arms.items()))}
 
 
 def plot(result: dict, path: Path) -> None:
@@ -131,16 +175,16 @@ def main() -> None:
     result = collect(folder)
     (folder / "distribution.json").write_text(json.dumps(result, indent=1) + "\n")
     summary = json.loads((folder / "summary.json").read_text())
-    summary["headline_shares"] = {name: {k: arm[k] for k in ("data", "split", "source", "seeds_run", "held",
-                                                              "held_interval_95", "held_by_probes_only",
-                                                              "held_by_probes_only_interval_95")}
-                                  for name, arm in result["arms"].items()}
+    keys = ("data", "split", "source", "seeds_run", "held", "held_interval_95", "held_fisher_p_against_default",
+            "held_by_probes_only", "held_by_probes_only_interval_95", "held_by_probes_only_fisher_p_against_default")
+    summary["headline_shares"] = {name: {k: arm[k] for k in keys if k in arm} for name, arm in result["arms"].items()}
     (folder / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     (folder / "figures").mkdir(exist_ok=True)
     plot(result, folder / "figures" / "share_held_by_data.png")
     for name, arm in result["arms"].items():
-        print(f"{name} [{arm['data']}]: strict {arm['held']} {arm['held_interval_95']}, probes only "
-              f"{arm['held_by_probes_only']} {arm['held_by_probes_only_interval_95']}, "
+        print(f"{name} [{arm['data']}]: strict {arm['held']} {arm['held_interval_95']} "
+              f"p={arm.get('held_fisher_p_against_default')}, probes only {arm['held_by_probes_only']} "
+              f"{arm['held_by_probes_only_interval_95']} p={arm.get('held_by_probes_only_fisher_p_against_default')}, "
               f"wall-clock {arm['wall_clock_s']}")
         for seed in arm["seeds"]:
             verdict = "held" if seed["held"] else ("probes only" if seed["held_by_probes_only"] else "not held")
