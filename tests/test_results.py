@@ -129,6 +129,19 @@ def test_a_foreign_or_torn_log_is_a_usage_error_before_anything_is_written(tmp_p
     assert not (tmp_path / "folder").exists()
 
 
+def test_an_arm_with_no_run_or_a_run_named_twice_is_refused_before_anything_is_written(tmp_path, capsys):
+    """``--arm A r r`` would count one run as two seeds (spread 0); ``--arm A`` alone failed after ``logs/``."""
+    from compgen.evaluation.results_folder import main
+
+    log = tmp_path / "run.jsonl"
+    log.write_text(json.dumps(_records([1.0])[0]) + "\n")
+    for arm, message in ((["A"], "name its runs"), (["A", "run", "run"], "named twice")):
+        with pytest.raises(SystemExit) as exit_info:
+            main([str(log), "--output", str(tmp_path / "folder"), "--machine", "test", "--arm", *arm])
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err
+        assert not (tmp_path / "folder").exists()
+
+
 def test_paper_a_headline_needs_both_scorers_at_the_last_three_evaluations_and_drawn_objects():
     """Issue 40's criterion: every level >= 0.9 by both scorers at each of the last three evaluations and every
     level's fidelity >= 0.75 at the last; a ghosted level fails it, so does one low evaluation or one scorer."""

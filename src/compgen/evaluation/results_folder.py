@@ -263,6 +263,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                         "first steps per level and scorer go into summary.json under 'arms'")
     args = parser.parse_args(argv)
     arms = {arm[0]: arm[1:] for arm in args.arm}
+    for name, runs in arms.items():  # checked before anything is written: a run counted twice is one seed, not two
+        if not runs:
+            parser.error(f"--arm {name}: name its runs, one per seed")
+        if len(set(runs)) != len(runs):
+            parser.error(f"--arm {name}: a run is named twice ({sorted({r for r in runs if runs.count(r) > 1})}); "
+                         "each seed's run once")
+    if len(arms) != len(args.arm):
+        parser.error("--arm: an arm is named twice")
     try:
         unknown = sorted((set(args.figures) | {run for runs in arms.values() for run in runs})
                          - set(collect_runs(args.sources)))
