@@ -50,6 +50,8 @@ def check_arguments(args: argparse.Namespace, initial: InitialWeights | None) ->
     """This script's own options, checked before any work."""
     check_tokenizer_first_arguments(args, initial, allow_kl=True)
     check_transformer_arguments(args, TupleConditionedDiT)
+    if initial is not None:
+        initial.check_objective("ddpm")
     if args.num_train_timesteps < 1 or args.eval_inference_steps < 1:
         raise ValueError("--num_train_timesteps and --eval_inference_steps must be at least 1")
 

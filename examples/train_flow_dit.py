@@ -50,6 +50,8 @@ def check_arguments(args: argparse.Namespace, initial: InitialWeights | None) ->
     """This script's own options, checked before any work."""
     check_tokenizer_first_arguments(args, initial, allow_kl=True)
     check_transformer_arguments(args, TupleConditionedDiT)
+    if initial is not None:
+        initial.check_objective("flow")
     check_flow_scheduler_options(args.num_train_timesteps, args.shift)
     FlowMatchingDiTTask.check_options(args.weighting_scheme, args.logit_mean, args.logit_std)
     if args.eval_inference_steps < 1:

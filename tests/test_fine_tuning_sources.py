@@ -112,3 +112,29 @@ def test_an_export_keeps_its_step_when_its_run_trained_on(tmp_path):
     log.write_text(log.read_text() + json.dumps(later) + "\n")
     initial = resolve_initial_weights(run)
     assert initial.step == 2 and [r["step"] for r in initial.records] == [2]
+
+
+@pytest.mark.parametrize("where", ["export", "checkpoint"])
+def test_a_dit_of_the_other_objective_is_refused_before_any_work(tmp_path, where):
+    """A DDPM DiT and a flow-matching DiT share their class: the check reads the export's pipeline or the checkpoint's
+    script options, so noise predictions are never trained on as a velocity field, nor the reverse."""
+    sources = {}
+    for objective, pipeline, options in (("ddpm", "TupleConditionedDiTPipeline", {"prediction_type": "epsilon"}),
+                                         ("flow", "TupleConditionedFlowDiTPipeline", {"weighting_scheme": "uniform"})):
+        if where == "export":
+            source = tmp_path / objective
+            (source / "transformer").mkdir(parents=True)
+            (source / "transformer" / WEIGHTS).write_bytes(b"")
+            (source / "model_index.json").write_text(json.dumps({"_class_name": pipeline}))
+        else:
+            source = tmp_path / objective / "checkpoints" / "checkpoint-2"
+            source.mkdir(parents=True)
+            (source / "model.safetensors").write_bytes(b"")
+            (source / "trainer_state.json").write_text(json.dumps({"step": 2, "config": {"extra": options}}))
+        sources[objective] = resolve_initial_weights(source)
+        assert sources[objective].objective == objective
+    sources["ddpm"].check_objective("ddpm")
+    with pytest.raises(ValueError, match="holds a DDPM model .* trains a flow-matching velocity field"):
+        sources["ddpm"].check_objective("flow")
+    with pytest.raises(ValueError, match="holds a flow-matching velocity field, but this script trains a DDPM"):
+        sources["flow"].check_objective("ddpm")

@@ -35,6 +35,19 @@ def _export_configs(export: Path) -> dict[str, dict[str, Any]]:
     return {config["_class_name"]: config for config in configs if "_class_name" in config}
 
 
+FLOW_PIPELINES = ("TupleConditionedFlowDiTPipeline",)
+DDPM_DIT_PIPELINES = ("TupleConditionedDiTPipeline",)
+
+
+def _objective(pipeline_class: str | None, options: dict[str, Any]) -> str | None:
+    """``"flow"`` or ``"ddpm"`` for a DiT source, from its export's pipeline or its run's script options."""
+    if pipeline_class in FLOW_PIPELINES or "weighting_scheme" in options:
+        return "flow"
+    if pipeline_class in DDPM_DIT_PIPELINES or (pipeline_class is None and "prediction_type" in options):
+        return "ddpm"
+    return None
+
+
 def resolve_initial_weights(path: str | Path) -> InitialWeights:
     """Check ``--init_from PATH`` before any work: which weight files it holds, at which step, its source log, its
     models' configurations and the tokenizer its model read. Raises ``ValueError`` naming what is missing."""
@@ -58,7 +71,10 @@ def resolve_initial_weights(path: str | Path) -> InitialWeights:
         else:  # an export from before compgen recorded its step
             latest = _latest_checkpoint(source)
             step = records[-1]["step"] if records else latest[0] if latest else 0
-        return InitialWeights(source, files, step, tuple(records), _export_configs(source), _tokenizer_in(source))
+        index = source / "model_index.json"
+        pipeline_class = json.loads(index.read_text()).get("_class_name") if index.is_file() else None
+        return InitialWeights(source, files, step, tuple(records), _export_configs(source), _tokenizer_in(source),
+                              _objective(pipeline_class, {}))
     latest = _latest_checkpoint(source)
     checkpoint = source if (source / MODEL_NAME).is_file() else latest[1] if latest else None
     if checkpoint is None:
@@ -79,7 +95,8 @@ def resolve_initial_weights(path: str | Path) -> InitialWeights:
                  else run_dir / "tokenizer" if (run_dir / "tokenizer" / "config.json").is_file()
                  else _tokenizer_in(run_dir))
     return InitialWeights(checkpoint, (checkpoint / MODEL_NAME,), step, tuple(records),
-                          json.loads(configs.read_text()) if configs.is_file() else {}, tokenizer)
+                          json.loads(configs.read_text()) if configs.is_file() else {}, tokenizer,
+                          _objective(None, trainer_state.get("config", {}).get("extra", {})))
 
 
 def check_init_from(init_from: str | Path, output_dir: str | Path, model_class: type | None = None

@@ -49,6 +49,16 @@ class InitialWeights:
     tokenizer: Path | None = None
     """The tokenizer the source's model read (an export's ``vqvae/`` or ``vae/``; for a checkpoint, its run's
     ``--tokenizer_path`` or ``tokenizer/``), if any."""
+    objective: str | None = None
+    """What the source's DiT learned, where recorded: ``"ddpm"`` (noise, v or sample prediction) or ``"flow"`` (a
+    velocity field); the same class computes either, so the class check alone cannot tell them apart."""
+
+    def check_objective(self, objective: str) -> None:
+        """Refuse, before any work, weights trained for the other objective of the same architecture."""
+        if self.objective is not None and self.objective != objective:
+            names = {"ddpm": "a DDPM model (noise, v or sample prediction)", "flow": "a flow-matching velocity field"}
+            raise ValueError(f"--init_from {self.path}: holds {names[self.objective]}, but this script trains "
+                             f"{names[objective]}; its weights would be read as the other quantity")
 
     def check_model_class(self, model_class: type) -> None:
         """Refuse, before any work, weights of another architecture than ``model_class`` (as far as recorded)."""
