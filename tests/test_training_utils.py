@@ -104,8 +104,15 @@ def test_a_preset_trains_in_fp32_on_a_cpu_with_its_fp32_defaults(tmp_path, monke
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     argv = ["--preset", "quick", "--mixed_precision", "no", "--no_eval", "--cache_dir", str(tmp_path),
             "--output_dir", str(tmp_path / "out")]
-    _, config, _ = prepare_run(argparse.ArgumentParser(), {"quick": {}}, argv, cpu_fp32_presets=fp32)
+    quick = {"quick": {"max_train_steps": 800, "eval_steps": 100}}
+    _, config, _ = prepare_run(argparse.ArgumentParser(), quick, argv, cpu_fp32_presets=fp32)
     assert (config.channels_last, config.eval_start_step) == (True, 600)
+    # a shorter run keeps its last three evaluations (a fixed 600 in 500 steps would leave one: the headline could
+    # never hold); an explicit --eval_start_step is kept as given
+    shorter = [*argv[:-1], str(tmp_path / "short"), "--max_train_steps", "500"]
+    assert prepare_run(argparse.ArgumentParser(), quick, shorter, cpu_fp32_presets=fp32)[1].eval_start_step == 300
+    explicit = [*argv[:-1], str(tmp_path / "explicit"), "--max_train_steps", "500", "--eval_start_step", "450"]
+    assert prepare_run(argparse.ArgumentParser(), quick, explicit, cpu_fp32_presets=fp32)[1].eval_start_step == 450
     script = load_repo_script("examples/train_tuple_unet.py")
     assert set(script.CPU_FP32_PRESETS) <= set(script.PRESETS)
     for values in script.CPU_FP32_PRESETS.values():

@@ -170,6 +170,32 @@ def apply_cpu_fp32_defaults(parser: argparse.ArgumentParser, cpu_fp32_presets: d
     return values
 
 
+def keep_last_evaluations(args: argparse.Namespace, fp32_defaults: dict[str, Any], argv: list[str] | None
+                          ) -> dict[str, Any]:
+    """An fp32 preset's ``eval_start_step`` (evaluations only where the headline's verdict reads them) moved down
+    when the run is shorter than the preset's, so that its last three evaluations still happen: a fixed step 600 in
+    a 500-step run would leave one, and the headline could never hold. An explicit ``--eval_start_step`` is kept."""
+    from ..evaluation.compare import HEADLINE_EVALUATIONS
+
+    if "eval_start_step" not in fp32_defaults or peek_given(argv, "eval_start_step"):
+        return fp32_defaults
+    steps, interval = int(args.max_train_steps), int(getattr(args, "eval_steps", 0) or 0)
+    if interval < 1:
+        return fp32_defaults
+    last = max(0, (steps // interval - (HEADLINE_EVALUATIONS - 1)) * interval)
+    if args.eval_start_step <= last:
+        return fp32_defaults
+    args.eval_start_step = last
+    return fp32_defaults | {"eval_start_step": last}
+
+
+def peek_given(argv: list[str] | None, name: str) -> bool:
+    """Whether ``--name`` is on the command line (not a default from any layer)."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument(f"--{name}", default=None)
+    return pre.parse_known_args(argv)[0].__dict__[name] is not None
+
+
 IMAGE_HALVINGS: dict[str, int] = {"block_out_channels": 0, "tokenizer_block_out_channels": -1}
 """Width options whose entry count sets how often a model halves the images: the tuple U-Net halves once per
 entry, a diffusers ``VQModel`` once per entry but the last; the value is that offset."""
@@ -229,6 +255,7 @@ def prepare_run(
     fp32_defaults = apply_cpu_fp32_defaults(parser, cpu_fp32_presets or {}, preset, argv)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    fp32_defaults = keep_last_evaluations(args, fp32_defaults, argv)
     if fp32_defaults:
         logger.info("training in fp32 on a CPU: preset %s with its fp32 defaults %s", preset, fp32_defaults)
 
