@@ -103,7 +103,7 @@ def test_thresholds_decide_responses():
         circuit_overlap(torch.zeros(1, 4, 3), list(SPACE), top_fraction=0.0)
 
 
-def test_command_on_an_exported_pipeline(tmp_path):
+def test_command_on_an_exported_pipeline(tmp_path, capsys):
     from conftest import tiny_tokenizer
 
     tiny_vqvae = tiny_tokenizer(kl=False, channels=4)
@@ -126,3 +126,10 @@ def test_command_on_an_exported_pipeline(tmp_path):
     (tmp_path / "a_file").write_text("")  # refused before the measuring, not after it
     with pytest.raises(SystemExit):
         mechanism.main([str(tmp_path / "pipe"), "--output", str(tmp_path / "a_file")])
+    unet = tmp_path / "unet-export"  # another family's export: a usage error naming it, not a loader error
+    unet.mkdir()
+    (unet / "model_index.json").write_text('{"_class_name": "TupleConditionedDDPMPipeline"}')
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        mechanism.main([str(unet), "--output", str(tmp_path / "y")])
+    assert "TupleConditionedDDPMPipeline export" in capsys.readouterr().err

@@ -238,6 +238,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     output = Path(args.output)
     if output.exists() and not output.is_dir():  # found before the measuring, not after it
         parser.error(f"--output {args.output} is a file: name a directory for mechanism.json and mechanism.png")
+    for path in args.pipelines:  # another family's export: a usage error, not a diffusers loader error
+        index = Path(path) / "model_index.json"
+        kind = json.loads(index.read_text()).get("_class_name") if index.is_file() else None
+        if index.is_file() and kind != "MaskGITPipeline":
+            parser.error(f"{path} is a {kind} export: the mechanism measures read MaskGIT pipelines (attention "
+                         "heads over token grids) only")
     from ..pipelines.maskgit import MaskGITPipeline
 
     pipelines = {label: MaskGITPipeline.from_pretrained(path)
