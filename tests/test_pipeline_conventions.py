@@ -179,3 +179,21 @@ def test_gradient_checkpointing_is_refused_where_it_would_change_training():
         paper_layout_unet().enable_gradient_checkpointing()
     with pytest.raises(ValueError, match="supports it"):
         enable_gradient_checkpointing(torch.nn.Linear(2, 2))
+
+
+def test_an_export_loaded_with_another_familys_pipeline_is_refused_at_load():
+    """A flow-matching DiT export under the DDPM DiT pipeline, a MAR export under GIVT's and the reverse: a clear error
+    when the pipeline is built (``from_pretrained`` builds it), not an AttributeError in the middle of sampling."""
+    from diffusers import DDPMScheduler
+    from model_families import dit, givt, mar, tokenizer
+
+    from compgen import MaskGITScheduler, TupleConditionedDiTPipeline
+    from compgen.pipelines.flow_dit import flow_matching_scheduler
+
+    with pytest.raises(ValueError, match="load it with TupleConditionedFlowDiTPipeline"):
+        TupleConditionedDiTPipeline(vqvae=tokenizer(), transformer=dit(), scheduler=flow_matching_scheduler(50))
+    with pytest.raises(ValueError, match="load a MAR export with MARPipeline"):
+        GIVTPipeline(vqvae=tokenizer(), transformer=mar(), scheduler=MaskGITScheduler(0))
+    with pytest.raises(ValueError, match="load a GIVT export with GIVTPipeline"):
+        MARPipeline(vqvae=tokenizer(), transformer=givt(), scheduler=MaskGITScheduler(0),
+                    head_scheduler=DDPMScheduler(num_train_timesteps=50, clip_sample=False))

@@ -51,6 +51,9 @@ class GIVTPipeline(DiffusionPipeline):
     def __init__(self, vqvae: VQModel | None, transformer: GIVTTransformer, scheduler: MaskGITScheduler,
                  vae: AutoencoderKL | None = None) -> None:
         super().__init__()
+        if not isinstance(transformer, GIVTTransformer):  # a MAR export loaded with this pipeline, say
+            hint = ": load a MAR export with MARPipeline" if type(transformer).__name__ == "MARTransformer" else ""
+            raise ValueError(f"GIVTPipeline needs a GIVTTransformer, got {type(transformer).__name__}{hint}")
         check_tokenizer(vqvae, vae, transformer)
         self.register_modules(vqvae=vqvae, transformer=transformer, scheduler=scheduler, vae=vae)
         self.image_processor = VaeImageProcessor(do_resize=False)

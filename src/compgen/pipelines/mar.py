@@ -50,6 +50,9 @@ class MARPipeline(DiffusionPipeline):
     def __init__(self, vqvae: VQModel | None, transformer: MARTransformer, scheduler: MaskGITScheduler,
                  head_scheduler: SchedulerMixin, vae: AutoencoderKL | None = None) -> None:
         super().__init__()
+        if not isinstance(transformer, MARTransformer):  # a GIVT export loaded with this pipeline, say
+            hint = ": load a GIVT export with GIVTPipeline" if type(transformer).__name__ == "GIVTTransformer" else ""
+            raise ValueError(f"MARPipeline needs a MARTransformer, got {type(transformer).__name__}{hint}")
         check_unclipped_scheduler(head_scheduler)
         check_tokenizer(vqvae, vae, transformer)
         self.register_modules(vqvae=vqvae, transformer=transformer, scheduler=scheduler,

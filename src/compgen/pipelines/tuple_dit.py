@@ -27,6 +27,14 @@ from .concept_inputs import (
 from .latent_decoding import check_tokenizer, check_unclipped_scheduler, decode_standardized_latents
 
 
+def check_not_flow_scheduler(scheduler: SchedulerMixin) -> None:
+    """Refuse a flow-matching scheduler: its export is a velocity field, which this DDPM pipeline would read as noise
+    predictions (an AttributeError deep in sampling, or wrong images)."""
+    if type(scheduler).__name__.startswith("FlowMatch"):
+        raise ValueError(f"{type(scheduler).__name__} is a flow-matching scheduler: this is a flow-matching DiT, load "
+                         "it with TupleConditionedFlowDiTPipeline")
+
+
 class TupleConditionedDiTPipeline(DiffusionPipeline):
     r"""Generate images of concept classes (``"111"``, ``(1, 1, 1)``) by diffusing tokenizer latents.
 
@@ -57,6 +65,7 @@ class TupleConditionedDiTPipeline(DiffusionPipeline):
         super().__init__()
         check_tokenizer(vqvae, vae, transformer)
         check_unclipped_scheduler(scheduler)
+        check_not_flow_scheduler(scheduler)
         self.register_modules(vqvae=vqvae, transformer=transformer, scheduler=scheduler, vae=vae)
         self.image_processor = VaeImageProcessor(do_resize=False)
 
@@ -132,6 +141,7 @@ class TupleConditionedDiTPipeline(DiffusionPipeline):
         check_sampling_options(output_type, num_inference_steps)
         check_step_callback(callback_on_step_end, callback_on_step_end_tensor_inputs, self._callback_tensor_inputs)
         check_unclipped_scheduler(self.scheduler)  # also a scheduler swapped in after construction
+        check_not_flow_scheduler(self.scheduler)
         check_tokenizer(self.vqvae, self.vae, self.transformer)  # also a tokenizer removed or swapped since
         device = self._execution_device
 
