@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import reset_accelerate_state, tiny_tokenizer
 from repo_scripts import load_repo_script
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from test_kl_tokenizer import TINY
 
 from compgen.launch.init_from import resolve_initial_weights
@@ -124,12 +124,12 @@ def test_a_dit_of_the_other_objective_is_refused_before_any_work(tmp_path, where
         if where == "export":
             source = tmp_path / objective
             (source / "transformer").mkdir(parents=True)
-            (source / "transformer" / WEIGHTS).write_bytes(b"")
+            save_file({"weight": torch.zeros(4)}, source / "transformer" / WEIGHTS)
             (source / "model_index.json").write_text(json.dumps({"_class_name": pipeline}))
         else:
             source = tmp_path / objective / "checkpoints" / "checkpoint-2"
             source.mkdir(parents=True)
-            (source / "model.safetensors").write_bytes(b"")
+            save_file({"weight": torch.zeros(4)}, source / "model.safetensors")
             (source / "trainer_state.json").write_text(json.dumps({"step": 2, "config": {"extra": options}}))
         sources[objective] = resolve_initial_weights(source)
         assert sources[objective].objective == objective
@@ -138,3 +138,20 @@ def test_a_dit_of_the_other_objective_is_refused_before_any_work(tmp_path, where
         sources["ddpm"].check_objective("flow")
     with pytest.raises(ValueError, match="holds a flow-matching velocity field, but this script trains a DDPM"):
         sources["flow"].check_objective("ddpm")
+
+
+def test_a_truncated_weight_file_is_named_before_any_work(tmp_path):
+    """A copy cut short (a full disk): the file is named when ``--init_from`` is checked, not a SafetensorError naming
+    nothing after the data and the probes were loaded."""
+    source = tmp_path / "export"
+    (source / "transformer").mkdir(parents=True)
+    (source / "model_index.json").write_text(json.dumps({"_class_name": "MaskGITPipeline"}))
+    weights = source / "transformer" / WEIGHTS
+    save_file({"weight": torch.zeros(64)}, weights)
+    resolve_initial_weights(source)  # whole: accepted
+    weights.write_bytes(weights.read_bytes()[:-16])
+    with pytest.raises(ValueError, match=f"{WEIGHTS} is not a whole safetensors file"):
+        resolve_initial_weights(source)
+    weights.write_bytes(b"\x10")
+    with pytest.raises(ValueError, match="not a whole safetensors file"):
+        resolve_initial_weights(source)

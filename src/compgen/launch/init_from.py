@@ -48,6 +48,24 @@ def _objective(pipeline_class: str | None, options: dict[str, Any]) -> str | Non
     return None
 
 
+def check_weight_files(path: str | Path, files: tuple[Path, ...]) -> None:
+    """Refuse, naming the file, a weight file that is not a whole safetensors file (a truncated copy, a full disk):
+    its header must parse and the tensors it lists must lie within the file. Reads headers only."""
+    for file in files:
+        try:
+            with open(file, "rb") as handle:
+                size = int.from_bytes(handle.read(8), "little")
+                if size < 2 or 8 + size > file.stat().st_size:
+                    raise ValueError("its header runs past the end of the file")
+                header = json.loads(handle.read(size))
+            end = max((entry["data_offsets"][1] for name, entry in header.items() if name != "__metadata__"), default=0)
+            if 8 + size + end > file.stat().st_size:
+                raise ValueError(f"its tensors need {8 + size + end} bytes, the file has {file.stat().st_size}")
+        except (OSError, ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError) as error:
+            raise ValueError(f"--init_from {path}: {file} is not a whole safetensors file (truncated or damaged: "
+                             f"{error})") from None
+
+
 def resolve_initial_weights(path: str | Path) -> InitialWeights:
     """Check ``--init_from PATH`` before any work: which weight files it holds, at which step, its source log, its
     models' configurations and the tokenizer its model read. Raises ``ValueError`` naming what is missing."""
@@ -71,6 +89,7 @@ def resolve_initial_weights(path: str | Path) -> InitialWeights:
         else:  # an export from before compgen recorded its step
             latest = _latest_checkpoint(source)
             step = records[-1]["step"] if records else latest[0] if latest else 0
+        check_weight_files(path, files)
         index = source / "model_index.json"
         pipeline_class = json.loads(index.read_text()).get("_class_name") if index.is_file() else None
         return InitialWeights(source, files, step, tuple(records), _export_configs(source), _tokenizer_in(source),
@@ -94,6 +113,7 @@ def resolve_initial_weights(path: str | Path) -> InitialWeights:
     tokenizer = (Path(recorded) if recorded and (Path(recorded) / "config.json").is_file()
                  else run_dir / "tokenizer" if (run_dir / "tokenizer" / "config.json").is_file()
                  else _tokenizer_in(run_dir))
+    check_weight_files(path, (checkpoint / MODEL_NAME,))
     return InitialWeights(checkpoint, (checkpoint / MODEL_NAME,), step, tuple(records),
                           json.loads(configs.read_text()) if configs.is_file() else {}, tokenizer,
                           _objective(None, trainer_state.get("config", {}).get("extra", {})))
