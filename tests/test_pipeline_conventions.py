@@ -106,6 +106,16 @@ def test_step_callback_sees_and_replaces_the_latents(family: Family):
     assert not np.allclose(replaced, plain)
     with pytest.raises(ValueError, match="callback_on_step_end_tensor_inputs"):
         images(pipe, ["021"], callback_on_step_end=record, callback_on_step_end_tensor_inputs=["noise_pred"])
+    # what a callback returns is checked: a dict, keys the pipeline takes back, latents of the batch's shape, numbers
+    for returned, message in ((lambda latents: None, "must return a dict"),
+                              (lambda latents: {"latent": latents}, r"returned \['latent'\]"),
+                              (lambda latents: {"latents": latents[:1]}, "latents of shape")):
+        with pytest.raises(ValueError, match=message):
+            images(pipe, ["021", "110"], callback_on_step_end=lambda p, i, t, kw, f=returned: f(kw["latents"]))
+    if not isinstance(pipe, MaskGITPipeline):  # continuous latents: a NaN would spread to all-NaN images
+        with pytest.raises(ValueError, match="NaN or inf"):
+            images(pipe, ["021"], callback_on_step_end=lambda p, i, t, kw: {"latents": torch.full_like(
+                kw["latents"], float("nan"))})
 
 
 def test_masked_token_pipelines_keep_the_tokens_latents_give():

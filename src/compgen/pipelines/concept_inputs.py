@@ -75,6 +75,29 @@ def check_step_callback(callback_on_step_end: Any, tensor_inputs: Sequence[str],
         raise ValueError(f"callback_on_step_end_tensor_inputs {unknown}: this pipeline hands over only {list(allowed)}")
 
 
+def callback_latents(outputs: Any, latents: torch.Tensor, allowed: Sequence[str], finite: bool = True
+                     ) -> torch.Tensor:
+    """What a step callback returned, checked: a dict (``{}`` changes nothing) whose keys the pipeline hands over,
+    whose ``"latents"`` has the shape of those handed over (not broadcast over the batch) and, for continuous latents,
+    holds no NaN or infinity where it replaces them; the latents to go on with."""
+    if not isinstance(outputs, dict):
+        raise ValueError(f"callback_on_step_end must return a dict of the tensors it replaces ({{}} for none), got "
+                         f"{type(outputs).__name__}")
+    unknown = [name for name in outputs if name not in allowed]
+    if unknown:
+        raise ValueError(f"callback_on_step_end returned {unknown}: this pipeline takes back only {list(allowed)}")
+    if "latents" not in outputs:
+        return latents
+    returned = outputs["latents"]
+    if not isinstance(returned, torch.Tensor) or tuple(returned.shape) != tuple(latents.shape):
+        shape = tuple(returned.shape) if isinstance(returned, torch.Tensor) else type(returned).__name__
+        raise ValueError(f"callback_on_step_end returned latents of shape {shape}, the pipeline's are "
+                         f"{tuple(latents.shape)}")
+    if finite and returned.is_floating_point() and not bool(torch.isfinite(returned).all()):
+        raise ValueError("callback_on_step_end returned latents with NaN or inf")
+    return returned
+
+
 def check_latents_shape(latents: torch.Tensor | None, shape: tuple[int, ...], what: str) -> None:
     """Refuse ``latents`` of another shape than the batch's: they would be broadcast or fail deep in the loop."""
     if latents is not None and tuple(latents.shape) != tuple(shape):

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from .concept_inputs import Generators, check_latents_shape
+from .concept_inputs import Generators, callback_latents, check_latents_shape
 
 
 def masked_token_latents(latents: torch.Tensor | None, batch_size: int, channels: int, grid_size: int,
@@ -42,11 +42,16 @@ def token_step_callback(pipe: Any, step: int, callback: Callable[..., dict[str, 
                         tokens: torch.Tensor, masked: torch.BoolTensor, grid_size: int) -> torch.Tensor:
     """A masked-token pipeline's (GIVT, MAR) step callback: hands over the tokens as a grid (``NaN`` where masked) and
     returns the tokens with the revealed ones replaced by those of a ``"latents"`` entry it gives back."""
-    outputs = callback(pipe, step, step, {name: {"latents": token_grid(tokens, masked, grid_size)}[name]
-                                          for name in tensor_inputs})
-    if "latents" not in outputs:
+    grid = token_grid(tokens, masked, grid_size)
+    outputs = callback(pipe, step, step, {name: {"latents": grid}[name] for name in tensor_inputs})
+    returned = callback_latents(outputs, grid, pipe._callback_tensor_inputs, finite=False)
+    if returned is grid:
         return tokens
-    returned = outputs.pop("latents").flatten(2).transpose(1, 2).to(tokens)
+    returned = returned.flatten(2).transpose(1, 2).to(tokens)
+    # NaN stays the mark of a masked token; a revealed token must be a number
+    if not bool(torch.isfinite(torch.where(masked.unsqueeze(-1), 0.0, returned)).all()):
+        raise ValueError("callback_on_step_end returned latents with NaN or inf at revealed tokens (NaN marks only "
+                         "the tokens still masked)")
     return torch.where(masked.unsqueeze(-1), tokens, returned)
 
 

@@ -16,6 +16,7 @@ from ..schedulers.scheduling_maskgit import MaskGITScheduler
 from .concept_inputs import (
     ConceptPrompts,
     Generators,
+    callback_latents,
     check_generators,
     check_latents_shape,
     check_step_callback,
@@ -149,7 +150,7 @@ class MaskGITPipeline(DiffusionPipeline):
             if callback_on_step_end is not None:
                 callback_kwargs = {name: {"latents": tokens}[name] for name in callback_on_step_end_tensor_inputs}
                 callback_outputs = callback_on_step_end(self, i, t, callback_kwargs)
-                tokens = callback_outputs.pop("latents", tokens)
+                tokens = callback_latents(callback_outputs, tokens, self._callback_tensor_inputs)
 
         # 6. Decode the token grid by the VQ tokenizer
         image = decode_indices(self.vqvae, tokens.view(batch_size, grid, grid))

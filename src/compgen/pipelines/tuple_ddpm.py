@@ -17,6 +17,7 @@ from ..models.tuple_unet import TupleConditionedUNet2DModel
 from .concept_inputs import (
     ConceptPrompts,
     Generators,
+    callback_latents,
     check_generators,
     check_sampling_options,
     check_starting_noise,
@@ -159,7 +160,7 @@ class TupleConditionedDDPMPipeline(DiffusionPipeline):
             if callback_on_step_end is not None:
                 callback_kwargs = {name: {"latents": latents}[name] for name in callback_on_step_end_tensor_inputs}
                 callback_outputs = callback_on_step_end(self, i, t, callback_kwargs)
-                latents = callback_outputs.pop("latents", latents)
+                latents = callback_latents(callback_outputs, latents, self._callback_tensor_inputs)
 
         # 7. Post-process: [-1, 1] -> output_type
         image = self.image_processor.postprocess(latents, output_type=output_type)

@@ -18,6 +18,7 @@ from ..models.tuple_dit import TupleConditionedDiT
 from .concept_inputs import (
     ConceptPrompts,
     Generators,
+    callback_latents,
     check_generators,
     check_sampling_options,
     check_starting_noise,
@@ -184,7 +185,7 @@ class TupleConditionedDiTPipeline(DiffusionPipeline):
             if callback_on_step_end is not None:
                 callback_kwargs = {name: {"latents": latents}[name] for name in callback_on_step_end_tensor_inputs}
                 callback_outputs = callback_on_step_end(self, i, t, callback_kwargs)
-                latents = callback_outputs.pop("latents", latents)
+                latents = callback_latents(callback_outputs, latents, self._callback_tensor_inputs)
 
         # 7. Decode: de-standardize, snap to the codebook (VQ, quantize=True), decode by the tokenizer, post-process
         image = self.decode_latents(latents, quantize, output_type)
