@@ -160,6 +160,8 @@ def test_bad_options_are_refused_with_their_reason():
         make_task(DDPMScheduler(num_train_timesteps=50, clip_sample=False))
     with pytest.raises(ValueError, match="use_dynamic_shifting"):
         make_task(FlowMatchEulerDiscreteScheduler(use_dynamic_shifting=True))
+    with pytest.raises(ValueError, match="invert_sigmas=True"):  # the flow run from data to noise
+        make_task(FlowMatchEulerDiscreteScheduler(invert_sigmas=True))
     with pytest.raises(ValueError, match="shift must be a finite number > 0"):
         flow_matching_scheduler(50, shift=0.0)
     with pytest.raises(ValueError, match="num_train_timesteps must be at least 1"):

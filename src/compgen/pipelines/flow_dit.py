@@ -62,6 +62,9 @@ def check_flow_scheduler(scheduler: SchedulerMixin) -> None:
         raise ValueError(f"{type(scheduler).__name__} has use_dynamic_shifting=True, which needs a resolution-"
                          "dependent mu; the flow DiT's latent grid is fixed: use a fixed shift "
                          "(use_dynamic_shifting=False)")
+    if getattr(scheduler.config, "invert_sigmas", False):
+        raise ValueError(f"{type(scheduler).__name__} has invert_sigmas=True, which runs the flow from data to noise; "
+                         "the flow DiT samples from noise to data (invert_sigmas=False)")
 
 
 class TupleConditionedFlowDiTPipeline(DiffusionPipeline):
