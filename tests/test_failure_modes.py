@@ -293,6 +293,9 @@ def test_non_finite_sampling_and_loss_weights_stop_the_latent_scripts_before_any
 @pytest.mark.parametrize("argv, message", [
     (["--tokenizer_path", "/nonexistent/tokenizer"], "holds no tokenizer (no config.json there)"),
     (["--tokenizer_crop_size", "13"], "--tokenizer_crop_size 13 must be a multiple of the tokenizer's downsampling, 4"),
+    (["--tokenizer_learning_rate", "nan"], "--tokenizer_learning_rate must be a finite number > 0, got nan"),
+    (["--tokenizer_learning_rate", "-1"], "--tokenizer_learning_rate must be a finite number > 0, got -1.0"),
+    (["--tokenizer_commitment_cost", "nan"], "--tokenizer_commitment_cost must be a finite number >= 0, got nan"),
 ])
 def test_a_tokenizer_that_cannot_be_is_refused_before_any_work(argv, message, tmp_path, capsys):
     script = load_repo_script("examples/train_maskgit_jepa.py")

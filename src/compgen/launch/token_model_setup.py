@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import shutil
 from pathlib import Path
 from typing import Any
@@ -137,9 +138,11 @@ def check_vq_tokenizer_arguments(args: argparse.Namespace) -> None:
     for name in ("codebook_size", "tokenizer_embed_dim"):
         if getattr(args, name) < 2:
             raise ValueError(f"--{name} must be at least 2, got {getattr(args, name)}")
-    if args.tokenizer_crop_size < 0 or args.tokenizer_restart_every < 0 or args.tokenizer_commitment_cost < 0:
-        raise ValueError("--tokenizer_crop_size, --tokenizer_restart_every and --tokenizer_commitment_cost must be "
-                         "non-negative")
+    if args.tokenizer_crop_size < 0 or args.tokenizer_restart_every < 0:
+        raise ValueError("--tokenizer_crop_size and --tokenizer_restart_every must be non-negative")
+    if not math.isfinite(args.tokenizer_commitment_cost) or args.tokenizer_commitment_cost < 0:  # nan < 0 is False
+        raise ValueError(f"--tokenizer_commitment_cost must be a finite number >= 0, got "
+                         f"{args.tokenizer_commitment_cost}")
     downsampling = 2 ** (len(widths) - 1)
     if args.tokenizer_crop_size % downsampling:
         raise ValueError(f"--tokenizer_crop_size {args.tokenizer_crop_size} must be a multiple of the tokenizer's "
@@ -248,6 +251,8 @@ def check_tokenizer_first_arguments(args: argparse.Namespace, initial: InitialWe
     check_tokenizer_kind(args, allow_kl)
     if args.tokenizer_steps < 1:
         raise ValueError(f"--tokenizer_steps must be at least 1, got {args.tokenizer_steps}")
+    if not math.isfinite(args.tokenizer_learning_rate) or args.tokenizer_learning_rate <= 0:
+        raise ValueError(f"--tokenizer_learning_rate must be a finite number > 0, got {args.tokenizer_learning_rate}")
     if fine_tuning_tokenizer(args, initial) is None and args.tokenizer_path is None:
         reusable_tokenizer(Path(args.output_dir) / TOKENIZER_DIR,
                            tokenizer_options(args, args.tokenizer_steps, args.tokenizer_learning_rate),
