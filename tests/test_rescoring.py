@@ -189,3 +189,27 @@ def test_gate_diagnostics_measure_the_full_resolution_gate_too(modulation):
     expected_rms = [float(scale.float().pow(2).mean().sqrt()) for scale in scales]
     assert [stage["gate_rms"] for stage in stages] == pytest.approx(expected_rms)
     assert all(np.isfinite(list(stage.values())).all() for stage in stages)
+
+
+def test_a_broken_export_or_impossible_guidance_is_named_before_any_loading(unet_run, tmp_path, capsys):
+    """A missing component folder, truncated weights, NaN guidance, guidance on a model trained without concept
+    dropout: a usage error naming the problem, not a diffusers loader error about the run folder or a failure inside
+    the pipeline after loading."""
+    import shutil
+
+    cases = []
+    missing = tmp_path / "missing"
+    shutil.copytree(unet_run, missing)
+    shutil.rmtree(missing / "unet")
+    cases.append(([str(missing)], "lists unet/ (TupleConditionedUNet2DModel)"))
+    truncated = tmp_path / "truncated"
+    shutil.copytree(unet_run, truncated)
+    weights = truncated / "unet" / "diffusion_pytorch_model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    cases.append(([str(truncated)], "diffusion_pytorch_model.safetensors is not a whole safetensors file"))
+    cases.append(([str(unet_run), "--guidance_scale", "nan"], "--guidance_scale must be a finite number"))
+    cases.append(([str(unet_run), "--guidance_scale", "2"], "needs a model trained with concept dropout"))
+    for argv, message in cases:
+        with pytest.raises(SystemExit) as exit_info:
+            evaluate_main(argv)
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err

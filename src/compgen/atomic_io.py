@@ -53,6 +53,26 @@ def check_writable_directory(target: Path, overwrite: bool = False) -> None:
                               "overwrite option to replace it")
 
 
+def safetensors_problem(file: str | os.PathLike) -> str | None:
+    """Why ``file`` is not a whole safetensors file (missing, truncated by a full disk, damaged), read from its header
+    alone: the header must parse and the tensors it lists must lie within the file; ``None`` when it is whole."""
+    import json
+
+    path = Path(file)
+    try:
+        with open(path, "rb") as handle:
+            size = int.from_bytes(handle.read(8), "little")
+            if size < 2 or 8 + size > path.stat().st_size:
+                raise ValueError("its header runs past the end of the file")
+            header = json.loads(handle.read(size))
+        end = max((entry["data_offsets"][1] for name, entry in header.items() if name != "__metadata__"), default=0)
+        if 8 + size + end > path.stat().st_size:
+            raise ValueError(f"its tensors need {8 + size + end} bytes, the file has {path.stat().st_size}")
+    except (OSError, ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError, AttributeError) as error:
+        return f"{path} is not a whole safetensors file (truncated or damaged: {error})"
+    return None
+
+
 def output_file_problem(path: str | os.PathLike) -> str | None:
     """Why a result could not be written to the file ``path`` (checked before the work that makes it): a directory
     there, no directory to hold it, or one that cannot be written; ``None`` when it can."""

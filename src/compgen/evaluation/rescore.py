@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file
 
-from ..atomic_io import atomic_write_text, output_file_problem
+from ..atomic_io import atomic_write_text, output_file_problem, safetensors_problem
 from ..concepts import ConceptGraph
 from ..images import unit_to_uint8
 from ..models.transformer_block import convert_legacy_block_weights
@@ -54,6 +55,33 @@ def check_pipeline_kind(run_dir: str | Path) -> str:
     if name not in PIPELINES:
         raise ValueError(f"{run_dir}: unknown pipeline {name}; known: {sorted(PIPELINES)}")
     return name
+
+
+def check_export(run_dir: str | Path, guidance_scale: float | None = None) -> None:
+    """Before any loading or sampling: every component the export's ``model_index.json`` lists is there with its
+    config and whole weights (a missing ``unet/`` is named, not a loader error about the run folder), and the guidance
+    is finite and, other than 1, asked of a model trained with concept dropout."""
+    name = check_pipeline_kind(run_dir)
+    index = json.loads((Path(run_dir) / "model_index.json").read_text())
+    for component, spec in index.items():
+        if component.startswith("_") or not isinstance(spec, list) or None in spec:
+            continue
+        folder = Path(run_dir) / component
+        if not folder.is_dir() or not any(folder.glob("*config.json")):
+            raise ValueError(f"{run_dir}: the export lists {component}/ ({spec[1]}), but {folder} holds no config")
+        for weights in folder.glob("*.safetensors"):
+            problem = safetensors_problem(weights)
+            if problem:
+                raise ValueError(problem)
+    if guidance_scale is None:  # the training evaluation's, which its run was checked for
+        return
+    if not math.isfinite(guidance_scale):
+        raise ValueError(f"--guidance_scale must be a finite number (1 disables guidance), got {guidance_scale}")
+    if guidance_scale != 1.0:
+        denoiser = json.loads((Path(run_dir) / PIPELINES[name][1] / "config.json").read_text())
+        if not denoiser.get("concept_dropout"):
+            raise ValueError(f"--guidance_scale {guidance_scale} needs a model trained with concept dropout (it learns "
+                             f"the null concepts); this one's concept_dropout is {denoiser.get('concept_dropout')}")
 
 
 def load_run_pipeline(run_dir: str | Path):
@@ -251,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     try:
         last_record, _, _ = resolve_run(args.run_dir, args.checkpoint, args.weights)
         sampling_options(last_record, args.num_inference_steps, args.mixed_precision)
-        check_pipeline_kind(args.run_dir)
+        check_export(args.run_dir, args.guidance_scale)
     except ValueError as error:
         parser.error(str(error))
     record = evaluate_run(args.run_dir, args.num_inference_steps, args.guidance_scale, args.concept_values,

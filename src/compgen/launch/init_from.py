@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..atomic_io import safetensors_problem
 from ..evaluation.tracker import read_log
 from ..option_names import renamed_options
 from ..training.checkpoint import CHECKPOINTS_DIR, MODEL_CONFIG_NAME, MODEL_NAME, list_checkpoints
@@ -49,21 +50,11 @@ def _objective(pipeline_class: str | None, options: dict[str, Any]) -> str | Non
 
 
 def check_weight_files(path: str | Path, files: tuple[Path, ...]) -> None:
-    """Refuse, naming the file, a weight file that is not a whole safetensors file (a truncated copy, a full disk):
-    its header must parse and the tensors it lists must lie within the file. Reads headers only."""
+    """Refuse, naming the file, a weight file of ``--init_from path`` that is not a whole safetensors file."""
     for file in files:
-        try:
-            with open(file, "rb") as handle:
-                size = int.from_bytes(handle.read(8), "little")
-                if size < 2 or 8 + size > file.stat().st_size:
-                    raise ValueError("its header runs past the end of the file")
-                header = json.loads(handle.read(size))
-            end = max((entry["data_offsets"][1] for name, entry in header.items() if name != "__metadata__"), default=0)
-            if 8 + size + end > file.stat().st_size:
-                raise ValueError(f"its tensors need {8 + size + end} bytes, the file has {file.stat().st_size}")
-        except (OSError, ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError) as error:
-            raise ValueError(f"--init_from {path}: {file} is not a whole safetensors file (truncated or damaged: "
-                             f"{error})") from None
+        problem = safetensors_problem(file)
+        if problem:
+            raise ValueError(f"--init_from {path}: {problem}")
 
 
 def resolve_initial_weights(path: str | Path) -> InitialWeights:
