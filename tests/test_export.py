@@ -133,6 +133,11 @@ def test_quickstart_writes_the_dataset_and_a_contact_sheet(tmp_path, capsys):
     exported = files_to_upload(tmp_path / "outputs" / "dataset")
     assert "okawa-h32-train1-sizes-touching/train-00000-of-00001.parquet" in exported  # what the README trains on
     assert "contact_sheet.png" in capsys.readouterr().out
+    # another config into the same output: refused before any building, with advice quickstart can follow
+    with pytest.raises(SystemExit):
+        quickstart_main(["--output_dir", str(tmp_path / "outputs"), "--cache_dir", str(tmp_path / "cache"),
+                         "--config", "okawa-fail1"])
+    assert "holds another export (not okawa-fail1): choose another --output_dir" in capsys.readouterr().err
 
 
 @pytest.mark.usefixtures("single_thread")

@@ -43,6 +43,11 @@ def main(argv: list[str] | None = None) -> None:
         print(run_report(Path(args.report)))
         return
     output_dir = Path(args.output_dir)
+    dataset_dir = output_dir / "dataset"
+    kept = (dataset_dir / args.config).is_dir() and (dataset_dir / "README.md").is_file()
+    if not kept and dataset_dir.exists() and (not dataset_dir.is_dir() or any(dataset_dir.iterdir())):
+        parser.error(f"{dataset_dir} holds another export (not {args.config}): choose another --output_dir, or remove "
+                     f"{dataset_dir} first")  # checked before building anything
 
     # 1. Build the dataset: train = training classes only, test = every class of the concept graph.
     dataset = build_concept_graph_dataset(args.config, cache_dir=args.cache_dir)
@@ -50,8 +55,7 @@ def main(argv: list[str] | None = None) -> None:
 
     # 2. Export it in Hub layout (loads with datasets.load_dataset(<dir>, <config>)). A rerun finds the export of the
     #    first run (the dataset is deterministic) and keeps it.
-    dataset_dir = output_dir / "dataset"
-    if (dataset_dir / args.config).is_dir() and (dataset_dir / "README.md").is_file():
+    if kept:
         print(f"kept the export in {dataset_dir}")
     else:
         export_datasets({args.config: dataset}, dataset_dir)
