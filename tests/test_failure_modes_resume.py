@@ -71,3 +71,32 @@ def test_a_full_disk_during_a_checkpoint_leaves_no_half_written_folder(tmp_path)
     with pytest.raises(CheckpointError, match="No space left on device.*intact \\(checkpoint-2\\)"):
         run.write_checkpoint(4, disk_full, "run", None)
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["checkpoint-2"]
+
+    def safetensors_disk_full(folder):  # what safetensors raises on a truly full file system: not an OSError
+        from safetensors import SafetensorError
+
+        (folder / "model.safetensors").write_bytes(b"partial")
+        raise SafetensorError("Error while serializing: IoError(Os { code: 28, kind: StorageFull })")
+
+    with pytest.raises(CheckpointError, match="StorageFull.*intact \\(checkpoint-2\\)"):
+        run.write_checkpoint(6, safetensors_disk_full, "run", None)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["checkpoint-2"]
+
+
+def test_a_full_disk_during_the_export_leaves_the_earlier_export_and_no_temporary_folder(tmp_path):
+    from types import SimpleNamespace
+
+    from safetensors import SafetensorError
+
+    from compgen.training.export import export_run
+
+    (tmp_path / "model_index.json").write_text("{}")  # an earlier export
+
+    def full(model, folder):
+        (folder / "partial.safetensors").write_bytes(b"x")
+        raise SafetensorError("Error while serializing: IoError(Os { code: 28, kind: StorageFull })")
+
+    task = SimpleNamespace(save_pretrained=full, model_card_details=dict)
+    with pytest.raises(OSError, match="could not write the export .*StorageFull.*earlier export there is intact"):
+        export_run(tmp_path, task, None, [], None, None, None)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model_index.json"]

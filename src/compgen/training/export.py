@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from safetensors import SafetensorError
 from torch import nn
 
 from ..concepts import ConceptGraph
@@ -37,12 +38,18 @@ def export_run(output_dir: Path, task: TrainingTask, model: nn.Module, records: 
     output_dir = Path(output_dir)
     tmp = output_dir / ".tmp-export"
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    task.save_pretrained(model, tmp)
-    write_model_card(tmp, records=records, graph=graph, config=config, details=task.model_card_details(),
-                     dataset_name=dataset_name)
-    if state is not None:
-        (tmp / EXPORT_STATE_NAME).write_text(json.dumps(state) + "\n")
+    try:
+        tmp.mkdir(parents=True)
+        task.save_pretrained(model, tmp)
+        write_model_card(tmp, records=records, graph=graph, config=config, details=task.model_card_details(),
+                         dataset_name=dataset_name)
+        if state is not None:
+            (tmp / EXPORT_STATE_NAME).write_text(json.dumps(state) + "\n")
+    except (OSError, SafetensorError) as error:  # a full disk: no half-written export stays, the previous one does
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise OSError(f"could not write the export in {output_dir}: {error}; any earlier export there is intact and "
+                      "the checkpoints are kept: free space, then resume with --resume_from_checkpoint latest"
+                      ) from error
     marker = "model_index.json" if (tmp / "model_index.json").exists() else "config.json"
     for name in ("model_index.json", "config.json"):
         if (output_dir / name).is_file():

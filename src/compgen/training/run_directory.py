@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from safetensors import SafetensorError
+
 from ..atomic_io import atomic_write_text
 from ..evaluation.tracker import read_log
 from ..option_names import renamed_options
@@ -144,7 +146,8 @@ class RunDirectory:
         try:
             tmp.mkdir(parents=True)
             write(tmp)
-        except OSError as error:  # a full disk, a quota: no half-written folder stays, the earlier checkpoints do
+        except (OSError, SafetensorError) as error:  # a full disk, a quota (safetensors' own write error is not an
+            # OSError): no half-written folder stays, the earlier checkpoints do
             shutil.rmtree(tmp, ignore_errors=True)
             kept = ", ".join(path.name for _, path in self.checkpoints()) or "none"
             raise CheckpointError(f"could not write checkpoint-{step} in {self.checkpoint_dir}: {error}; the "
