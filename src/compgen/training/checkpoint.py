@@ -150,10 +150,22 @@ def load_checkpoint(
     except (ValueError, KeyError, RuntimeError) as error:
         raise CheckpointError(f"checkpoint file {directory / OPTIMIZER_STATE_NAME} does not fit this optimizer: "
                               f"{error}") from error
+    _match_parameter_layouts(optimizer)
     lr_scheduler.load_state_dict(_read(directory / LR_SCHEDULER_NAME, lambda p: json.loads(p.read_text())))
     for name, module in modules.items():
         load_into(module, directory / f"{name}.safetensors")
     return state
+
+
+def _match_parameter_layouts(optimizer: torch.optim.Optimizer) -> None:
+    """Give each per-parameter state tensor (Adam's moments) its parameter's memory layout: a file holds them
+    contiguous, an uninterrupted run holds them as its weights (channels-last convolutions under
+    ``--channels_last``), and the update then rounds differently, so the resumed run would drift from it."""
+    for parameter, entries in optimizer.state.items():
+        for name, value in entries.items():
+            if (isinstance(value, torch.Tensor) and value.shape == parameter.shape
+                    and value.stride() != parameter.stride()):
+                entries[name] = torch.empty_like(parameter, dtype=value.dtype).copy_(value)
 
 
 def list_checkpoints(checkpoint_dir: Path) -> list[tuple[int, Path]]:
