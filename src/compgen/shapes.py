@@ -56,6 +56,13 @@ camera (Appendix A.1; position is no concept of its 3-variable data, and its cod
 size alone). ``docs/tuple_unet_h32.md`` measures what freedom of position does to composition."""
 
 
+def check_object_scale(object_scale: float) -> None:
+    """Refuse an object scale the frame cannot hold (the one check of the renderer's and the probes' option)."""
+    if isinstance(object_scale, bool) or not 0.5 <= object_scale <= MAX_OBJECT_SCALE:
+        raise ValueError(f"object_scale must be in [0.5, {MAX_OBJECT_SCALE}] so that every object fits the frame, "
+                         f"got {object_scale!r}")
+
+
 RENDER_STYLES = ("flat", "shaded")
 """``flat``: flat polygons, any rotation; ``shaded``: lit 3D solids in one pose (:mod:`compgen.solids`)."""
 
@@ -94,9 +101,7 @@ class RenderConfig:
             raise ValueError("shaded solids keep one pose (Paper A's renders): set rotate=False with style='shaded'")
         if not 0 <= self.position_range <= 1:
             raise ValueError(f"position_range must be in [0, 1], got {self.position_range}")
-        if isinstance(self.object_scale, bool) or not 0.5 <= self.object_scale <= MAX_OBJECT_SCALE:
-            raise ValueError(f"object_scale must be in [0.5, {MAX_OBJECT_SCALE}] so that every object fits the frame, "
-                             f"got {self.object_scale!r}")
+        check_object_scale(self.object_scale)
 
 
 @dataclass

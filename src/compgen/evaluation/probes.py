@@ -93,10 +93,9 @@ class ConceptProbes(ModelMixin, ConfigMixin):
         object_scale: float = 1.0,
     ) -> None:
         super().__init__()
-        from ..shapes import MAX_OBJECT_SCALE
+        from ..shapes import check_object_scale
 
-        if isinstance(object_scale, bool) or not 0.5 <= object_scale <= MAX_OBJECT_SCALE:
-            raise ValueError(f"object_scale must be in [0.5, {MAX_OBJECT_SCALE}], got {object_scale!r}")
+        check_object_scale(object_scale)
         if probe_type not in PROBE_TYPES:
             raise ValueError(f"probe_type must be one of {PROBE_TYPES}, got {probe_type!r}")
         if image_size < 8:

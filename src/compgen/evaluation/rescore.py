@@ -274,8 +274,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         parser.error("--images_per_class must be at least 1")
     if args.weights == "online" and args.checkpoint is None:
         parser.error("--weights online needs --checkpoint: an export holds only the weights it was saved with")
-    if args.output and output_file_problem(args.output):
-        parser.error(f"--output {args.output}: {output_file_problem(args.output)}")
+    if args.output and (problem := output_file_problem(args.output)):
+        parser.error(f"--output {args.output}: {problem}")
     try:
         last_record, _, _ = resolve_run(args.run_dir, args.checkpoint, args.weights)
         sampling_options(last_record, args.num_inference_steps, args.mixed_precision)
