@@ -37,7 +37,12 @@ from compgen.models.vq_tokenizer import token_grid_size
 from compgen.pipelines.concept_inputs import check_temperature
 from compgen.schedulers.scheduling_maskgit import MASK_TYPES
 from compgen.training.fine_tuning import InitialWeights
-from compgen.training.tasks.maskgit import JEPA_PREDICTOR_INITS, MaskGITTask, precompute_tokens
+from compgen.training.tasks.maskgit import (
+    JEPA_PREDICTOR_INITS,
+    MaskGITTask,
+    check_cross_entropy_warmup,
+    precompute_tokens,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +85,8 @@ def main(argv: list[str] | None = None) -> None:
     jepa.add_argument("--no_jepa_target_norm", dest="jepa_target_norm", action="store_false")
     jepa.add_argument("--jepa_predictor_init", default="zero", choices=list(JEPA_PREDICTOR_INITS),
                       help="the predictor's last layer at zero, or PyTorch's default initialisation")
+    jepa.add_argument("--cross_entropy_warmup_steps", type=int, default=0,
+                      help="ramp the cross-entropy's weight 0 -> 1 over these first steps, so the JEPA term leads")
     sampling = parser.add_argument_group("evaluation sampling")
     sampling.add_argument("--eval_inference_steps", type=int, default=12)
     sampling.add_argument("--eval_temperature", type=float, default=2.0)
@@ -107,6 +114,7 @@ def main(argv: list[str] | None = None) -> None:
             jepa_predictor_hidden_size=args.jepa_predictor_hidden_size,
             jepa_target_norm=args.jepa_target_norm,
             jepa_predictor_init=args.jepa_predictor_init,
+            cross_entropy_warmup_steps=args.cross_entropy_warmup_steps,
             total_steps=config.max_train_steps,
             mask_type=args.mask_type,
             label_smoothing=args.label_smoothing,
@@ -125,6 +133,7 @@ def check_arguments(args: argparse.Namespace, initial: InitialWeights | None) ->
         raise ValueError(f"--jepa_weight must be a finite number >= 0 (0 trains plain MaskGIT), got {args.jepa_weight}")
     if args.jepa_weight > 0:
         parse_jepa_layers(args.jepa_layers, args.num_layers)
+    check_cross_entropy_warmup(args.cross_entropy_warmup_steps, args.jepa_weight, args.max_train_steps)
     check_temperature(args.eval_temperature, "--eval_temperature")
 
 

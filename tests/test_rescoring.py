@@ -213,3 +213,9 @@ def test_a_broken_export_or_impossible_guidance_is_named_before_any_loading(unet
         with pytest.raises(SystemExit) as exit_info:
             evaluate_main(argv)
         assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_temperature_for_a_sampler_without_one_is_named(unet_run):
+    """``--temperature`` is MaskGIT's, GIVT's and MAR's; a DDPM export has none: named, never silently ignored."""
+    with pytest.raises(ValueError, match="TupleConditionedDDPMPipeline has no sampling temperature"):
+        evaluate_run(unet_run, images_per_class=1, temperature=1.0)

@@ -264,3 +264,22 @@ def test_the_tokenizer_flags_old_names_are_deprecated_aliases():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert vars(parser.parse_args(new)) == vars(args) | {"tokenizer_mid_attention": False}
+
+
+def test_the_evaluation_temperature_is_logged_and_a_rescore_sweeps_it(trained_run, tmp_path, capsys):
+    """The log keeps the MaskGIT evaluation's Gumbel temperature (re-scoring used the pipeline's default before), the
+    re-score reproduces the training evaluation with it, and ``--temperature`` samples with another one."""
+    from compgen.evaluation.rescore import evaluate_run
+    from compgen.evaluation.rescore import main as rescore_main
+
+    last = json.loads((trained_run / "learning_dynamics.jsonl").read_text().splitlines()[-1])
+    assert last["sampling"]["temperature"] == 2.0 and last["sampling"]["num_inference_steps"] == 3
+    record = evaluate_run(trained_run, images_per_class=4)
+    for key in ("accuracy", "pixel_accuracy", "object_rate"):
+        assert record[key] == last[key], key
+    hot = evaluate_run(trained_run, images_per_class=4, temperature=8.0, num_inference_steps=2)
+    assert hot["evaluation_options"]["temperature"] == 8.0
+    assert hot["evaluation_options"]["num_inference_steps"] == 2
+    with pytest.raises(SystemExit):
+        rescore_main([str(trained_run), "--temperature", "nan"])
+    assert "--temperature must be a finite number >= 0" in capsys.readouterr().err

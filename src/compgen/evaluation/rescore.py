@@ -20,6 +20,7 @@ pixel-statistics scorer) and the record is printed per level and class. What it 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import math
 from collections.abc import Sequence
@@ -34,6 +35,7 @@ from ..atomic_io import atomic_write_text, output_file_problem, safetensors_prob
 from ..concepts import ConceptGraph
 from ..images import unit_to_uint8
 from ..models.transformer_block import convert_legacy_block_weights
+from ..pipelines.concept_inputs import check_temperature
 from .sampling_precision import sampling_precision
 
 PIPELINES = {
@@ -181,10 +183,12 @@ def sampling_options(last_record: dict[str, Any], num_inference_steps: int | Non
 def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, guidance_scale: float | None = None,
                  concept_values: str = "canonical", checkpoint: str | None = None, weights: str = "ema",
                  images_per_class: int = 50, seed: int = 0, batch_size: int = 400,
-                 mixed_precision: str | None = None, sample_dir: str | Path | None = None) -> dict[str, Any]:
+                 mixed_precision: str | None = None, sample_dir: str | Path | None = None,
+                 temperature: float | None = None) -> dict[str, Any]:
     """Score ``run_dir``'s pipeline as the training loop does; returns the evaluation record. ``None`` options take
     the training evaluation's (its log's ``sampling``). ``sample_dir``: keep 8 samples per class there (as the loop's
-    ``samples/``), to look at."""
+    ``samples/``), to look at. ``temperature``: the sampler's (MaskGIT's re-masking, GIVT's and MAR's sampling
+    temperature), to sweep it on one set of weights."""
     from diffusers import DDIMScheduler
 
     from .probes import default_shapes_probes
@@ -197,6 +201,9 @@ def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, gu
     num_inference_steps, mixed_precision, sampler = sampling_options(last_record, num_inference_steps,
                                                                      mixed_precision)
     pipeline, denoiser = load_run_pipeline(run_dir)
+    if temperature is not None:
+        check_temperature_option(pipeline, temperature)
+        sampler["temperature"] = temperature
     if checkpoint_dir is not None:
         load_checkpoint_weights(pipeline, denoiser, checkpoint_dir, weights)
     model = getattr(pipeline, denoiser).eval()
@@ -228,10 +235,19 @@ def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, gu
     record["evaluation_options"] = {"num_inference_steps": num_inference_steps,
                                     "guidance_scale": sampler.get("guidance_scale", 1.0) if guidance_scale is None
                                     else guidance_scale,
+                                    "temperature": sampler.get("temperature"),
                                     "concept_values": concept_values, "checkpoint": checkpoint,
                                     "weights": weights if checkpoint else "exported",
                                     "mixed_precision": mixed_precision}
     return record
+
+
+def check_temperature_option(pipeline, temperature: float) -> None:
+    """Raise ``ValueError`` unless ``pipeline`` samples with a ``temperature`` and ``temperature`` is one it accepts."""
+    if "temperature" not in inspect.signature(pipeline.__call__).parameters:
+        raise ValueError(f"--temperature: {type(pipeline).__name__} has no sampling temperature (MaskGIT, GIVT and MAR "
+                         "do)")
+    check_temperature(temperature, "--temperature")
 
 
 def record_markdown(record: dict[str, Any]) -> str:
@@ -263,6 +279,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--weights", choices=["ema", "online"], default="ema", help="with --checkpoint")
     parser.add_argument("--images_per_class", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--temperature", type=float, default=None,
+                        help="the sampler's temperature (MaskGIT: the re-masking's, annealed to 0; default: the "
+                             "training evaluation's)")
     parser.add_argument("--mixed_precision", choices=["no", "bf16"], default=None,
                         help="the sampler's precision (default: the training evaluation's)")
     parser.add_argument("--output", default=None, help="also write the record here (JSON)")
@@ -280,11 +299,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         last_record, _, _ = resolve_run(args.run_dir, args.checkpoint, args.weights)
         sampling_options(last_record, args.num_inference_steps, args.mixed_precision)
         check_export(args.run_dir, args.guidance_scale)
+        if args.temperature is not None:
+            check_temperature(args.temperature, "--temperature")
     except ValueError as error:
         parser.error(str(error))
     record = evaluate_run(args.run_dir, args.num_inference_steps, args.guidance_scale, args.concept_values,
                           args.checkpoint, args.weights, args.images_per_class, args.seed,
-                          mixed_precision=args.mixed_precision, sample_dir=args.sample_dir)
+                          mixed_precision=args.mixed_precision, sample_dir=args.sample_dir,
+                          temperature=args.temperature)
     print(record_markdown(record))
     if args.output:
         atomic_write_text(args.output, json.dumps(record, indent=1) + "\n")

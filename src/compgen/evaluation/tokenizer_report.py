@@ -31,8 +31,8 @@ from .probes import ConceptProbes
 from .scoring import ImageScorer
 from .tokenizer_tables import RECONSTRUCTION_REPORT_NAME, reconstruction_markdown, reconstruction_summary
 
-__all__ = ["RECONSTRUCTION_REPORT_NAME", "reconstruct", "reconstruction_markdown", "reconstruction_report",
-           "reconstruction_summary"]
+__all__ = ["RECONSTRUCTION_REPORT_NAME", "code_coverage", "reconstruct", "reconstruction_markdown",
+           "reconstruction_report", "reconstruction_summary"]
 
 
 
@@ -114,3 +114,35 @@ def _latent_summary(vqvae: Tokenizer, images: np.ndarray) -> dict[str, Any]:
     with eval_mode(vqvae):
         used = torch.unique(encode_to_indices(vqvae, uint8_to_signed(images).to(vqvae.device)))
     return {"codebook_size": vqvae.config.num_vq_embeddings, "codebook_entries_used": int(used.numel())}
+
+
+@torch.no_grad()
+def code_coverage(vqvae: VQModel, images: np.ndarray, labels: list[str], training_classes: list[str],
+                  batch_size: int = 256) -> dict[str, dict[str, float]]:
+    """Whether a class's token codes ever occur in the training classes' tokens (Paper B's question of what a
+    token-space generator can compose): per class of ``labels``, the share of its images' tokens whose code occurs
+    anywhere in the training classes' token grids (``anywhere``), and at the same grid position (``same_position``).
+    A held-out class whose codes the training classes never use cannot be drawn by a generator that only learned
+    their token statistics. ``images``: uint8 ``(N, H, W, 3)``, one label per image."""
+    if len(images) != len(labels):
+        raise ValueError(f"code_coverage needs one label per image, got {len(images)} images and {len(labels)} labels")
+    if not set(training_classes) & set(labels):
+        raise ValueError(f"code_coverage: none of the training classes {sorted(training_classes)} is among the labels")
+    chunks = []
+    with eval_mode(vqvae):
+        for start in range(0, len(images), batch_size):
+            batch = uint8_to_signed(images[start : start + batch_size]).to(vqvae.device)
+            chunks.append(encode_to_indices(vqvae, batch).flatten(1).cpu())
+    tokens = torch.cat(chunks)
+    size, positions = vqvae.config.num_vq_embeddings, tokens.shape[1]
+    training = torch.tensor([label in training_classes for label in labels])
+    seen_at = torch.zeros(positions, size, dtype=torch.bool)
+    seen_at[torch.arange(positions).expand_as(tokens[training]), tokens[training]] = True
+    seen = seen_at.any(dim=0)
+    coverage = {}
+    for name in sorted(set(labels)):
+        grid = tokens[torch.tensor([label == name for label in labels])]
+        coverage[name] = {"anywhere": float(seen[grid].float().mean()),
+                          "same_position": float(seen_at[torch.arange(positions).expand_as(grid), grid].float().mean()),
+                          "training_class": name in training_classes}
+    return coverage

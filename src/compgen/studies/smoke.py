@@ -22,6 +22,8 @@ SMOKE_TOKENIZER_FLAGS: dict[str, Any] = {"tokenizer_block_out_channels": "8,8,8"
                                          "codebook_size": 32,
                                          "max_train_steps": 2, "train_batch_size": 8}
 """Flags of every tokenizer."""
+SMOKE_STEP_FLAGS: dict[str, int] = {"cross_entropy_warmup_steps": 1}
+"""Step counts a cell's flags may set that must fit the smoke run's two steps (set to these where a model sets them)."""
 
 
 def smoke_study(study: Study) -> Study:
@@ -30,6 +32,7 @@ def smoke_study(study: Study) -> Study:
     models = {}
     for name, model in study.models.items():
         flags = dict(model.get("flags", {}))
+        flags |= {key: value for key, value in SMOKE_STEP_FLAGS.items() if key in flags}
         if study.model_tokenizer(model) is not None:
             flags |= SMOKE_TOKEN_MODEL_FLAGS | ({"jepa_layers": "auto"} if "jepa_layers" in flags else {})
         models[name] = model | {"flags": flags}

@@ -33,6 +33,18 @@ JEPA_PREDICTOR_INITS = ("zero", "default")
 """``--jepa_predictor_init``: the predictor's last layer at zero (compgen's default) or PyTorch's initialisation."""
 
 
+def check_cross_entropy_warmup(warmup_steps: int, jepa_weight: float, total_steps: int) -> None:
+    """Raise ``ValueError`` unless ``warmup_steps`` is an integer in [0, total_steps] and, when positive, a JEPA term
+    is there to lead (plain MaskGIT with a zero cross-entropy weight would learn nothing)."""
+    if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
+        raise ValueError(f"cross_entropy_warmup_steps must be an integer >= 0, got {warmup_steps!r}")
+    if warmup_steps and jepa_weight <= 0:
+        raise ValueError("cross_entropy_warmup_steps > 0 needs a JEPA term (jepa_weight > 0): plain MaskGIT with a "
+                         "zero cross-entropy weight learns nothing")
+    if warmup_steps > total_steps:
+        raise ValueError(f"cross_entropy_warmup_steps ({warmup_steps}) is longer than the run ({total_steps} steps)")
+
+
 @torch.no_grad()
 def precompute_tokens(vqvae: VQModel, images: torch.Tensor, batch_size: int = 512) -> torch.LongTensor:
     """VQ indices ``(N, h * w)`` of uint8 images ``(N, H, W, 3)``, on the tokenizer's device: it is frozen, so
@@ -90,6 +102,7 @@ class MaskGITTask(TrainingTask):
         jepa_predictor_hidden_size: int | None = None,
         jepa_target_norm: bool = True,
         jepa_predictor_init: str = "zero",
+        cross_entropy_warmup_steps: int = 0,
         total_steps: int = 1,
         mask_type: str = "random",
         label_smoothing: float = 0.1,
@@ -111,6 +124,8 @@ class MaskGITTask(TrainingTask):
             raise ValueError(f"jepa_predictor_init must be one of {JEPA_PREDICTOR_INITS}, got {jepa_predictor_init!r}")
         self.jepa_target_norm = bool(jepa_target_norm)
         self.jepa_predictor_init = jepa_predictor_init
+        check_cross_entropy_warmup(cross_entropy_warmup_steps, self.jepa_weight, total_steps)
+        self.cross_entropy_warmup_steps = int(cross_entropy_warmup_steps)
         self.mask_type = mask_type
         self.label_smoothing = label_smoothing
         self.eval_inference_steps = eval_inference_steps
@@ -143,6 +158,7 @@ class MaskGITTask(TrainingTask):
         ce = masked_cross_entropy(output.logits, tokens, mask, self.label_smoothing)
         if self.target is None:
             return ce, {"ce": ce.detach()}
+        ce_weight = self.cross_entropy_weight(step)
         # The target encoder runs without a gradient graph, only up to the deepest JEPA layer (no output head), and
         # without checking again the conditioning the online forward checked (the tokens are the tokenizer's).
         with torch.no_grad():
@@ -151,19 +167,29 @@ class MaskGITTask(TrainingTask):
         per_layer = jepa_layer_losses(predictions, target_hidden, mask, self.jepa_target_norm)
         jepa = per_layer.mean()
         scalars = {"ce": ce.detach(), "jepa": jepa.detach()}
+        if self.cross_entropy_warmup_steps:
+            scalars["ce_weight"] = torch.tensor(ce_weight)
         for index, layer in enumerate(self.jepa_layers):
             scalars[f"jepa_layer_{layer}"] = per_layer[index].detach()
         if self.diagnostic_step(step):
             spread = target_spread(normalized_targets(target_hidden, self.jepa_layers, self.jepa_target_norm))
             scalars |= {f"jepa_target_spread_{layer}": spread[i] for i, layer in enumerate(self.jepa_layers)}
             scalars |= self.gradient_norms(ce, self.jepa_weight * jepa)
-        return ce + self.jepa_weight * jepa, scalars
+        return ce_weight * ce + self.jepa_weight * jepa, scalars
+
+    def cross_entropy_weight(self, step: int) -> float:
+        """The cross-entropy's weight at ``step``: 0 -> 1 linearly over ``cross_entropy_warmup_steps``, then 1, so
+        the JEPA term alone shapes the representation first (Paper B's early phase, where its JEPA arm learns no class
+        for about 8x10^3 steps)."""
+        if step >= self.cross_entropy_warmup_steps:
+            return 1.0
+        return step / self.cross_entropy_warmup_steps
 
     def gradient_norms(self, ce: torch.Tensor, weighted_jepa: torch.Tensor) -> dict[str, torch.Tensor]:
         """What each objective asks of the transformer blocks both share: the norm of the gradient of the
-        cross-entropy and of lambda times the JEPA loss with respect to the blocks' parameters, and their ratio (JEPA
-        over cross-entropy). Measured by two extra backward passes that leave ``.grad`` alone, so the training steps
-        are those of a run without the diagnostic."""
+        cross-entropy (unweighted: ``ce_weight`` is logged beside it) and of lambda times the JEPA loss with respect
+        to the blocks' parameters, and their ratio (JEPA over cross-entropy). Measured by two extra backward passes
+        that leave ``.grad`` alone, so the training steps are those of a run without the diagnostic."""
         parameters = [p for p in self.model.transformer.blocks.parameters() if p.requires_grad]
         norms = {}
         for name, loss in (("ce", ce), ("jepa", weighted_jepa)):
@@ -190,9 +216,12 @@ class MaskGITTask(TrainingTask):
 
         return MaskGITPipeline(vqvae=self.vqvae, transformer=transformer, scheduler=self.scheduler)
 
+    def eval_sampling(self) -> dict[str, Any]:
+        return {"num_inference_steps": self.eval_inference_steps, "temperature": self.eval_temperature}
+
     def generate(self, model, concepts, seed):
         return sample_in_batches(self.pipeline(model.transformer), model, concepts, seed, self.eval_batch_size,
-                                 num_inference_steps=self.eval_inference_steps, temperature=self.eval_temperature)
+                                 **self.eval_sampling())
 
     def save_pretrained(self, model, output_dir: Path) -> None:
         self.pipeline(model.transformer).save_pretrained(output_dir, safe_serialization=True)
@@ -225,6 +254,7 @@ class MaskGITTask(TrainingTask):
                 "jepa_layers": list(self.jepa_layers),
                 "jepa_targets": "layer-normalized" if self.jepa_target_norm else "raw hidden states",
                 "jepa_predictor_init": self.jepa_predictor_init,
+                "cross_entropy_warmup_steps": self.cross_entropy_warmup_steps,
                 "jepa_ema_momentum": f"{schedule.start} -> {schedule.end} ({schedule.kind} over {schedule.total_steps} "
                                      "steps)",
                 "jepa_target_encoder": f"{JEPA_TARGET_DIR}/ (MaskGITTransformer.from_pretrained)",
