@@ -2,7 +2,10 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-TORCH_PIN ?= torch==2.13.0
+# The CPU wheel of PyTorch (PyPI's Linux wheel is the multi-GB CUDA build). On a GPU machine:
+#   make setup TORCH_PIN=torch==2.13.0 TORCH_INDEX=<a CUDA index of download.pytorch.org>
+TORCH_PIN ?= torch==2.13.0+cpu
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 OUT ?= outputs
 
 .PHONY: setup quickstart quickstart-maskgit test lint bench
@@ -10,7 +13,7 @@ OUT ?= outputs
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet $(TORCH_PIN)
+	$(PY) -m pip install --quiet $(TORCH_PIN) --extra-index-url $(TORCH_INDEX)
 	$(PY) -m pip install --quiet -e ".[test]"
 
 setup: $(PY)

@@ -170,3 +170,15 @@ def test_quickstart_report_prints_both_scorers_per_level_and_where_the_plots_are
         with pytest.raises(SystemExit):
             quickstart_main(["--report", str(tmp_path / name)])
         assert message in capsys.readouterr().err
+
+
+def test_the_report_says_why_the_headline_does_not_hold():
+    """A run that fails the headline is told which level and which part of the criterion failed."""
+    from compgen.quickstart import headline_reason
+
+    assert headline_reason({"held": True, "lowest_accuracy": {}, "fidelity": {}, "steps": [6, 7, 8]}) == ""
+    pale = {"held": False, "lowest_accuracy": {"0": 1.0, "2": 1.0}, "fidelity": {"0": 0.86, "2": 0.7326},
+            "steps": [600, 700, 800]}
+    assert headline_reason(pale) == ": level 2's fidelity 0.73 (pale or partial objects)"
+    round_cone = {"held": False, "lowest_accuracy": {"1": 0.95, "2": 0.68}, "fidelity": {"2": 0.8}, "steps": [1, 2]}
+    assert headline_reason(round_cone) == ": level 2 at 0.68, only 2 evaluations"

@@ -118,3 +118,35 @@ def test_eval_steps_held_decides_from_the_fine_tuning_phase_after_its_boundary(s
            "--eval_steps_held", "4", "--output_dir", str(tmp_path / "fine-tuned"))
     assert seen and all(r["phase"] == "fine-tune" for records in seen for r in records)
     assert [r["step"] for r in seen[0]] == [4]  # the boundary evaluation, before any update
+
+
+def test_reports_of_a_fine_tuning_run_are_of_its_own_phase(source_run, tmp_path, capsys):
+    """A results-folder arm, the quick start's report, the model card and a checkpoint's re-score of a fine-tuning run
+    read its own records and steps, never its source's (whose records open its log)."""
+    from compgen.evaluation.rescore import resolve_run
+    from compgen.evaluation.results_folder import write_results
+    from compgen.quickstart import main as quickstart_main
+
+    out = tmp_path / "fine-tuned"
+    _train("--dataset", str(source_run.parent / "train1"), "--init_from", str(source_run), "--max_train_steps", "4",
+           "--eval_steps", "2", "--eval_start_step", "2", "--output_dir", str(out))
+    records = _log(out)
+    own = [r for r in records if r.get("phase") != "source"]
+    assert [r["step"] for r in own] == [4, 6, 8] and records[0]["phase"] == "source"
+
+    # The card: the evaluations start at the run's own step 2 (logged 6), not at the source's step 2.
+    card = (out / "README.md").read_text()
+    assert "The evaluations start at step 6" in card
+    # A checkpoint's re-score is labelled with the log's step (source 4 + own 2), as its evaluation was.
+    assert resolve_run(out, "checkpoint-2")[2] == 6
+    # The quick start's report judges the run's own last three evaluations.
+    capsys.readouterr()
+    quickstart_main(["--report", str(out)])
+    assert "step 8: per-level accuracy" in capsys.readouterr().out
+    # A results-folder arm of the run: its first steps are its own (>= 4), never the source's step 2.
+    folder = write_results([out / "learning_dynamics.jsonl"], tmp_path / "results", machine="test",
+                           arms={"fine-tuned": ["learning_dynamics"]})
+    arm = json.loads((tmp_path / "results" / "summary.json").read_text())["arms"]["fine-tuned"]
+    firsts = [step for scorer in ("probes", "pixel statistics") if scorer in arm for level in arm[scorer].values()
+              for step in level["first_step_0.5"] if step is not None]
+    assert folder and all(step >= 4 for step in firsts)

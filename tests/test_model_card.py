@@ -141,3 +141,19 @@ def test_cards_claim_the_one_object_check_and_the_second_scorer_only_where_they_
     assert "(the one-object check)" in both
     assert "the best accuracy, the additive accuracy and the object rate come from the probes only" in both
     assert "Every number is given by two" not in both
+
+
+def test_the_usage_snippet_is_valid_python_for_a_path_with_quotes(tmp_path):
+    """An output directory named with a quote gave a snippet that does not parse; it is a Python literal now."""
+    import ast
+    import re
+
+    out = tmp_path / "it's \"quoted\""
+    out.mkdir()
+    write_model_card(out, RECORDS, GRAPH, TrainingConfig(output_dir=str(out)), DETAILS, None)
+    text = (out / "README.md").read_text()
+    snippet = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    tree = ast.parse(snippet)
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and getattr(node.func, "attr", "") ==
+             "from_pretrained"]
+    assert calls[0].args[0].value == str(out)

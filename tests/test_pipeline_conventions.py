@@ -207,3 +207,57 @@ def test_an_export_loaded_with_another_familys_pipeline_is_refused_at_load():
     with pytest.raises(ValueError, match="load a GIVT export with GIVTPipeline"):
         MARPipeline(vqvae=tokenizer(), transformer=givt(), scheduler=MaskGITScheduler(0),
                     head_scheduler=DDPMScheduler(num_train_timesteps=50, clip_sample=False))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_step_callback_changes_the_guidance_the_loop_reads(family: Family):
+    """diffusers' ``test_callback_cfg`` convention: ``pipe.guidance_scale``, ``pipe.do_classifier_free_guidance`` and
+    ``pipe.num_timesteps`` during a call, and a callback raising ``pipe._guidance_scale`` at every step guides the
+    remaining steps with the raised weight (raised far, so that a tiny model's argmax moves too)."""
+    require(family, "pipeline-calls")
+    require(family, "guidance")
+    pipe = family.pipeline(family.model())
+    seen = []
+
+    def increase_guidance(pipeline, step_index, timestep, callback_kwargs):
+        seen.append((pipeline.guidance_scale, pipeline.do_classifier_free_guidance, pipeline.num_timesteps))
+        pipeline._guidance_scale += 50.0
+        return callback_kwargs
+
+    steady = images(pipe, ["021"], generator=torch.Generator().manual_seed(0), guidance_scale=2.0)
+    raised = images(pipe, ["021"], generator=torch.Generator().manual_seed(0), guidance_scale=2.0,
+                    callback_on_step_end=increase_guidance)
+    assert seen == [(2.0 + 50 * step, True, STEPS) for step in range(STEPS)]
+    assert pipe.guidance_scale == 2.0 + 50 * STEPS
+    assert not np.allclose(raised, steady)  # the loop read the raised weight
+    images(pipe, ["021"])
+    assert pipe.guidance_scale == 1.0 and not pipe.do_classifier_free_guidance
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_layerwise_casting_samples_finite_images(family: Family):
+    """diffusers' ``test_layerwise_casting_inference`` convention: the pipeline in bf16 with its denoiser stored in
+    float8 (``enable_layerwise_casting``) samples finite images. The VQ lookup once called ``torch.cdist`` in bf16,
+    which has no CPU kernel."""
+    from diffusers import ModelMixin
+
+    require(family, "pipeline-calls")
+    pipe = family.pipeline(family.model()).to(dtype=torch.bfloat16)  # as diffusers' mixin: bf16, the denoiser in fp8
+    denoiser = pipeline_model(pipe)
+    assert isinstance(denoiser, ModelMixin)
+    denoiser.enable_layerwise_casting(storage_dtype=torch.float8_e4m3fn, compute_dtype=torch.bfloat16)
+    out = images(pipe, ["021", "110"], generator=torch.Generator().manual_seed(0))
+    assert out.shape[0] == 2 and np.isfinite(out).all()
+
+
+def test_snapping_to_the_codebook_matches_the_quantizer():
+    """compgen's fp32 nearest-code lookup picks the codes diffusers' ``VectorQuantizer`` picks."""
+    from compgen.models.vq_tokenizer import build_vq_tokenizer
+    from compgen.pipelines.latent_decoding import snap_to_codebook
+
+    torch.manual_seed(0)
+    vqvae = build_vq_tokenizer(28, block_out_channels=(8, 8, 8), num_vq_embeddings=16, vq_embed_dim=4,
+                               norm_num_groups=4)
+    latents = torch.randn(3, 4, 7, 7)
+    expected, _, _ = vqvae.quantize(latents)
+    torch.testing.assert_close(snap_to_codebook(vqvae, latents), expected, rtol=0, atol=1e-6)  # z + (z_q - z)

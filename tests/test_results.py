@@ -158,3 +158,41 @@ def test_paper_a_headline_needs_both_scorers_at_the_last_three_evaluations_and_d
     assert not headline_held([record(200, pixel=0.88), record(300), record(400)])["held"]
     ghost = headline_held([record(s, fidelity=0.55) for s in (100, 200, 300)])
     assert not ghost["held"] and ghost["fidelity"]["2"] == 0.55 and ghost["lowest_accuracy"]["2"] == 1.0
+
+
+@pytest.mark.parametrize("folder", RESULTS, ids=[path.name for path in RESULTS])
+def test_every_count_a_results_readme_states_is_the_count_its_data_give(folder):
+    """Each "k of n" in a folder README is covered by a claim in its claims.json whose pointers give k and n."""
+    from compgen.evaluation.claims import CLAIMS_FILE, claim_problems, load_claims
+
+    readme = (folder / "README.md").read_text()
+    assert claim_problems(readme, load_claims(folder / CLAIMS_FILE), folder, REPO) == []
+
+
+@pytest.mark.parametrize("document", ["README.md", "results/INDEX.md"])
+def test_every_count_the_readme_and_the_index_state_is_the_count_a_folder_gives(document):
+    from compgen.evaluation.claims import claim_problems
+
+    claims = json.loads((REPO / "results" / "claims.json").read_text())["documents"][document]
+    assert claim_problems((REPO / document).read_text(), claims, REPO, REPO) == []
+
+
+def test_a_count_changed_in_a_readme_fails_until_its_data_change(tmp_path):
+    from compgen.evaluation.claims import claim_problems
+
+    (tmp_path / "distribution.json").write_text(json.dumps({"touching": {"held": {"0": False, "1": True, "2": True},
+                                                                         "seeds": [0, 1, 2]}}))
+    claims = [{"context": "touching sizes hold 2 of 3",
+               "counts": [{"text": "2 of 3", "count": ["distribution.json", "touching", "held"],
+                           "of": ["distribution.json", "touching", "seeds"]}]},
+              {"context": "{7, 9, 11} of 12", "not_data": "Paper B's layers"}]
+    readme = "The touching sizes hold\n2 of 3 seeds. Paper B aligns {7, 9, 11} of 12 layers."
+    assert claim_problems(readme, claims, tmp_path, tmp_path) == []
+    changed = claim_problems(readme.replace("2 of 3", "3 of 3"), claims, tmp_path, tmp_path)
+    assert any("claim context not in the README" in p for p in changed)
+    assert any("'3 of 3' has no claim" in p for p in changed)
+    claims[0]["context"] = claims[0]["counts"][0]["text"] = "3 of 3"
+    assert claim_problems(readme.replace("2 of 3", "3 of 3"), claims, tmp_path, tmp_path) == [
+        "'3 of 3' in '3 of 3': the data give 2 of 3"]
+    extra = claim_problems(readme + " Another arm holds 1 of 3.", claims[1:], tmp_path, tmp_path)
+    assert any("'1 of 3' has no claim" in p for p in extra)

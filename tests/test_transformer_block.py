@@ -87,6 +87,14 @@ def test_diffusers_attention_controls_reach_every_block(family: Family):
     model.set_attention_backend("_native_math")
     assert {p._attention_backend.value for p in model.attn_processors.values()} == {"_native_math"}
     torch.testing.assert_close(forward(model, _inputs(model)), reference, atol=1e-5, rtol=1e-5)
+    # a processor built for diffusers' Attention (cross-attention inputs, norms) is refused, not run at sampling
+    from diffusers.models.attention_processor import AttnProcessor2_0
+
+    with pytest.raises(ValueError, match="AttnProcessor2_0 cannot run compgen's token attention"):
+        model.set_attn_processor(AttnProcessor2_0())
+    model.set_default_attn_processor()
+    assert {type(p) for p in model.attn_processors.values()} == {TokenAttnProcessor}
+    torch.testing.assert_close(forward(model, _inputs(model)), reference)
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -8,7 +8,8 @@ on H32-train1, three on H32-train2, each with its own date and machine). Per arm
 ``studies/paper_a_sizes.yaml`` and its split): per seed whether Paper A's headline holds by compgen's strict criterion
 (:func:`compgen.evaluation.compare.headline_held`: both scorers, the last three evaluations, fidelity >= 0.75) and by
 Paper A's own measure (the probes alone, same evaluations, no fidelity), each level's lowest accuracy, the fidelity and
-the classes below 0.9; per arm both shares with their 95% Wilson intervals
+the classes below 0.9; per arm the seeds held by each measure (``held_seeds``, ``held_by_probes_only_seeds``: what
+the README's counts point at in ``claims.json``) and both shares with their 95% Wilson intervals
 (:func:`compgen.evaluation.compare.share_interval`). Writes ``distribution.json``, adds the shares to
 ``summary.json`` under ``headline_shares`` and draws ``figures/share_held_by_data.png``.
 """
@@ -104,6 +105,8 @@ def shares(seeds: list[dict]) -> dict:
     strict = sum(s["held"] for s in seeds)
     probes = sum(s["held_by_probes_only"] for s in seeds)
     return {"seeds_run": [s["seed"] for s in seeds],
+            "held_seeds": [s["seed"] for s in seeds if s["held"]],
+            "held_by_probes_only_seeds": [s["seed"] for s in seeds if s["held_by_probes_only"]],
             "held": f"{strict} of {n}", "held_interval_95": share_interval(strict, n),
             "held_by_probes_only": f"{probes} of {n}", "held_by_probes_only_interval_95": share_interval(probes, n)}
 
@@ -179,7 +182,8 @@ def main() -> None:
     result = collect(folder)
     (folder / "distribution.json").write_text(json.dumps(result, indent=1) + "\n")
     summary = json.loads((folder / "summary.json").read_text())
-    keys = ("data", "split", "source", "seeds_run", "held", "held_interval_95", "held_fisher_p_against_default",
+    keys = ("data", "split", "source", "seeds_run", "held_seeds", "held_by_probes_only_seeds", "held",
+            "held_interval_95", "held_fisher_p_against_default",
             "held_by_probes_only", "held_by_probes_only_interval_95", "held_by_probes_only_fisher_p_against_default")
     summary["headline_shares"] = {name: {k: arm[k] for k in keys if k in arm} for name, arm in result["arms"].items()}
     (folder / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")

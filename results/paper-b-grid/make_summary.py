@@ -5,7 +5,8 @@
 Per arm (machine, model, conditioning) and scorer at level 2: each seed's final and peak accuracy, the mean and sample
 standard deviation (from the machine folder's ``arms``), how abruptly level 2 rose (each seed's last evaluation below
 0.1, its first at or above 0.9, the largest rise between two consecutive evaluations) and each seed's best accuracy
-on 011 and 111 at any evaluation.
+on 011 and 111 at any evaluation; per seed the evaluation steps and those at which the scorers disagreed by more
+than 10 points on some class (``scorer_disagreements`` in the log).
 """
 
 from __future__ import annotations
@@ -45,10 +46,13 @@ def machine_part(folder: Path) -> dict:
     part = {"machine": summary["machine"], "date": summary["date"], "arms": {}}
     for arm, entry in summary["arms"].items():
         runs = entry["runs"]
-        part["arms"][arm] = {"runs": runs}
+        records = [read_log(folder / summary["runs"][run]["log"]) for run in runs]
+        # Per seed, every evaluation and those at which the two scorers disagreed on some class
+        part["arms"][arm] = {"runs": runs, "evaluation_steps": [[r["step"] for r in run] for run in records],
+                             "scorer_disagreement_steps": [[r["step"] for r in run if r.get("scorer_disagreements")]
+                                                           for run in records]}
         for scorer, key in SCORERS.items():
             level2 = entry[scorer]["2"]
-            records = [read_log(folder / summary["runs"][run]["log"]) for run in runs]
             part["arms"][arm][scorer] = {
                 "final": level2["final"], "final_mean": level2["final_mean"], "final_sd": level2["final_sd"],
                 "peak": level2["best"], "peak_mean": level2["best_mean"], "peak_sd": level2["best_sd"],

@@ -2,8 +2,9 @@
 
 Each run's final export is re-scored (both scorers, 50 images per class) over Gumbel temperatures {0, 2, 4.5, 8}
 (annealed to 0; compgen's evaluation uses 2, the MaskGIT code Paper B builds on 4.5) x sampling steps {8, 12, 24}, and
-its tokenizer's code coverage is measured (``--tokenizer DIR`` alone: only that): the share of each class's real-image tokens whose code the training classes'
-tokens use (anywhere; at the same grid position). Writes ``sampler_sweep.json`` and prints a table.
+its tokenizer's code coverage is measured (``--tokenizer DIR`` alone: only that): the share of each class's
+real-image tokens whose code the training classes' tokens use (anywhere; at the same grid position). Writes
+``sampler_sweep.json`` and prints a table.
 
     python results/paper-b-jepa/sampler_sweep.py --dataset okawa-h32-train1 \
         --run maskgit=RUNS/cells/maskgit/... --run jepa-visible-block=RUNS/cells/jepa-visible-block/... \

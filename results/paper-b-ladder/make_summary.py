@@ -5,7 +5,8 @@
 Per rung (MaskGIT, GIVT, MAR, DiT), tokenizer and scorer: every level's final accuracy per seed, mean and sample
 standard deviation, each seed's peak and the first step at which each level reached 0.9; each cell's wall-clock and
 the study's (from ``gpu_jobs.txt``, the line ``benchmarks/gpu_check.sh`` wrote). Under ``cpu_vq``, the same for the
-DiT and the flow DiT over VQ latents, side by side on one CPU.
+DiT and the flow DiT over VQ latents, side by side on one CPU. Per machine folder, the images per class each
+evaluation drew (``eval_images_per_class``).
 """
 
 from __future__ import annotations
@@ -63,6 +64,11 @@ def main() -> None:
             for rung in RUNGS if not (rung == "maskgit" and tokenizer == "kl")}
     first_log = next((HERE / "h200-vq" / "logs").glob("*.jsonl")).read_text().splitlines()[0]
     summary["chance"] = json.loads(first_log)["chance"]
+    # The images each evaluation drew per class, per machine folder (what a count of hybrids "of 50" is out of)
+    summary["eval_images_per_class"] = {
+        folder: sorted({json.loads(line)["num_images_per_class"] for log in (HERE / folder / "logs").glob("*.jsonl")
+                        for line in log.read_text().splitlines() if line.strip()})
+        for folder in ("h200-vq", "h200-kl", "cpu-vq")}
     # The same MaskGIT arm in Paper B's grid (results/paper-b-grid/, on an H100), for comparison across studies.
     grid = json.loads((HERE.parent / "paper-b-grid" / "h100" / "summary.json").read_text())
     arm = grid["studies"]["paper-b-grid"]["arms"]["maskgit (full) on okawa-h32-train1"]

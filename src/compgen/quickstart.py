@@ -72,7 +72,7 @@ def report_problem(run_dir: Path) -> str | None:
     (no per-level accuracy), or a folder its figures cannot be written into; ``None`` when it can."""
     import os
 
-    from .evaluation.tracker import read_log
+    from .evaluation.tracker import own_records, read_log
 
     try:
         records = read_log(run_dir / "learning_dynamics.jsonl")
@@ -86,6 +86,9 @@ def report_problem(run_dir: Path) -> str | None:
     if foreign:
         return (f"learning_dynamics.jsonl line {foreign[0]} is not an evaluation record (it lacks one of {needed}): "
                 "is this a compgen training run?")
+    if not own_records(records):
+        return ("learning_dynamics.jsonl holds only the source run's records of a fine-tuning run (--init_from): "
+                "it stopped before its own first evaluation")
     figures = run_dir / "figures"
     if not os.access(figures if figures.is_dir() else run_dir, os.W_OK):
         return f"the plots go to {figures}, which cannot be written here"
@@ -97,9 +100,9 @@ def run_report(run_dir: Path) -> str:
     plots and sample sheet are (written into ``run_dir/figures``)."""
     from .evaluation.compare import SCORERS, headline_held
     from .evaluation.plots import plot_all
-    from .evaluation.tracker import read_log
+    from .evaluation.tracker import own_records, read_log
 
-    records = read_log(run_dir / "learning_dynamics.jsonl")
+    records = own_records(read_log(run_dir / "learning_dynamics.jsonl"))  # a fine-tuning run: its own phase
     last = records[-1]
     paths = plot_all(run_dir / "learning_dynamics.jsonl", run_dir / "figures", samples_dir=run_dir / "samples")
     lines = [f"step {last['step']}: per-level accuracy (multiplicative; chance {last['chance']})", "",
@@ -111,13 +114,29 @@ def run_report(run_dir: Path) -> str:
         lines.append(f"| {level} | " + " | ".join(values) + f" | {'-' if fidelity is None else f'{fidelity:.2f}'} |")
     held = headline_held(records)
     lines += ["", "Paper A's headline (every level >= 0.9 by both scorers at the last three evaluations, fidelity "
-              f">= 0.75): {'holds' if held['held'] else 'does not hold'} here"]
+              f">= 0.75): {'holds' if held['held'] else 'does not hold'} here{headline_reason(held)}"]
     named = {path.stem: path for path in paths}
     for stem, text in (("learning_dynamics", "learning dynamics"), ("samples", "sample sheet"),
                        ("emergence_order", "order of emergence")):
         if stem in named:
             lines.append(f"{text}: {named[stem]}")
     return "\n".join(lines)
+
+
+def headline_reason(held: dict) -> str:
+    """Why the headline does not hold, from :func:`~compgen.evaluation.compare.headline_held`'s result: the levels
+    under 0.9 at the last three evaluations and under 0.75 fidelity at the last ("" when it holds)."""
+    from .evaluation.compare import HEADLINE_ACCURACY, HEADLINE_EVALUATIONS, HEADLINE_FIDELITY
+
+    if held["held"]:
+        return ""
+    reasons = [f"level {level} at {value:.2f}" for level, value in sorted(held["lowest_accuracy"].items())
+               if value < HEADLINE_ACCURACY]
+    reasons += [f"level {level}'s fidelity {value:.2f} (pale or partial objects)"
+                for level, value in sorted(held["fidelity"].items()) if value < HEADLINE_FIDELITY]
+    if len(held["steps"]) < HEADLINE_EVALUATIONS:
+        reasons.append(f"only {len(held['steps'])} evaluations")
+    return f": {', '.join(reasons)}" if reasons else ""
 
 
 def _png_bytes(image: Image.Image) -> bytes:

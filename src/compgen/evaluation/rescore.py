@@ -151,7 +151,9 @@ def resolve_run(run_dir: str | Path, checkpoint: str | None = None, weights: str
         raise ValueError(f"no checkpoint {checkpoint!r} in {run_dir / 'checkpoints'}; there: "
                          f"{', '.join(found) or 'none (pruned or never written)'}")
     checkpoint_weights_path(path, weights)
-    return records[-1], path, int(json.loads(state.read_text())["step"])
+    # A fine-tuning run's checkpoints count its own steps; its log's steps continue its source's.
+    offset = int(records[-1].get("phase_start_step", 0))
+    return records[-1], path, int(json.loads(state.read_text())["step"]) + offset
 
 
 def sampled_concept_values(graph: ConceptGraph, concepts: list[str], seed: int) -> torch.Tensor:

@@ -98,7 +98,7 @@ def arm_statistics(arms: dict[str, Sequence[str]], summary: dict[str, Any],
 
     out: dict[str, Any] = {}
     for arm, names in arms.items():
-        runs = [read_log(summary["_dir"] / summary["runs"][name]["log"]) for name in names]
+        runs = [own_records(read_log(summary["_dir"] / summary["runs"][name]["log"])) for name in names]
         out[arm] = {"runs": list(names)}
         for scorer, key in SCORERS.items():
             if key not in runs[0][0]:

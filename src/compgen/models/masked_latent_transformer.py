@@ -6,18 +6,17 @@ from __future__ import annotations
 
 import torch
 from diffusers.configuration_utils import ConfigMixin
-from diffusers.models.attention import AttentionMixin
 from diffusers.models.modeling_utils import ModelMixin
 from torch import nn
 
 from .concept_embedding import ConceptConditionedMixin
 from .standardized_latents import StandardizedLatentsMixin
-from .transformer_block import LegacyBlockWeightsMixin, transformer_blocks
+from .transformer_block import LegacyBlockWeightsMixin, TokenAttentionMixin, transformer_blocks
 
 
 class MaskedLatentTransformer(
     LegacyBlockWeightsMixin, StandardizedLatentsMixin, ConceptConditionedMixin,
-    AttentionMixin, ModelMixin, ConfigMixin,
+    TokenAttentionMixin, ModelMixin, ConfigMixin,
 ):
     """The backbone GIVT and MAR share: MaskGIT's transformer over a grid of continuous latent tokens, where a masked
     token enters as one learned vector and a visible one as a linear map of its standardized latent, after the concept

@@ -15,14 +15,13 @@ from dataclasses import dataclass
 
 import torch
 from diffusers.configuration_utils import ConfigMixin, register_to_config
-from diffusers.models.attention import AttentionMixin
 from diffusers.models.modeling_utils import ModelMixin
 from diffusers.utils import BaseOutput
 from torch import nn
 
 from .concept_embedding import ConceptConditionedMixin
 from .config_bounds import check_config_bounds
-from .transformer_block import LegacyBlockWeightsMixin, transformer_blocks
+from .transformer_block import LegacyBlockWeightsMixin, TokenAttentionMixin, transformer_blocks
 
 
 @dataclass
@@ -34,7 +33,8 @@ class MaskGITTransformerOutput(BaseOutput):
     hidden_states: tuple[torch.Tensor, ...] | None = None
 
 
-class MaskGITTransformer(LegacyBlockWeightsMixin, ConceptConditionedMixin, AttentionMixin, ModelMixin, ConfigMixin):
+class MaskGITTransformer(LegacyBlockWeightsMixin, ConceptConditionedMixin, TokenAttentionMixin, ModelMixin,
+                         ConfigMixin):
     r"""Predicts the VQ index of every image token from a partially masked grid and a concept tuple.
 
     Args:

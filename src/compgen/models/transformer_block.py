@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 import torch
-from diffusers.models.attention import AttentionModuleMixin, FeedForward
+from diffusers.models.attention import AttentionMixin, AttentionModuleMixin, FeedForward
 from diffusers.models.attention_dispatch import dispatch_attention_fn
 from torch import nn
 
@@ -55,8 +55,26 @@ class TokenAttention(nn.Module, AttentionModuleMixin):
         self.to_out = nn.ModuleList([nn.Linear(dim, dim), nn.Dropout(dropout)])
         self.set_processor(self._default_processor_cls())
 
+    def set_processor(self, processor) -> None:
+        """diffusers' ``set_processor``, refusing a processor built for diffusers' ``Attention`` (``AttnProcessor2_0``
+        and the like): it expects cross-attention inputs and norms this module has not, and would fail at sampling."""
+        if not isinstance(processor, tuple(self._available_processors)):
+            raise ValueError(f"{type(processor).__name__} cannot run compgen's token attention, which takes "
+                             f"{', '.join(cls.__name__ for cls in self._available_processors)}; choose the kernel with "
+                             "set_attention_backend, or go back with set_default_attn_processor()")
+        super().set_processor(processor)
+
     def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         return self.processor(self, hidden_states, attention_mask)
+
+
+class TokenAttentionMixin(AttentionMixin):
+    """diffusers' ``AttentionMixin`` (``attn_processors``, ``set_attn_processor``) with the default processor back
+    (``set_default_attn_processor``), for the models built of :class:`TransformerBlock`."""
+
+    def set_default_attn_processor(self) -> None:
+        """Every attention module back on :class:`TokenAttnProcessor` (PyTorch's attention by default)."""
+        self.set_attn_processor(TokenAttnProcessor())
 
 
 class TransformerBlock(nn.Module):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import torch
 from diffusers.configuration_utils import ConfigMixin, register_to_config
-from diffusers.models.attention import AttentionMixin
 from diffusers.models.embeddings import TimestepEmbedding
 from diffusers.models.modeling_utils import ModelMixin
 from diffusers.models.unets.unet_2d import UNet2DOutput
@@ -25,12 +24,12 @@ from .concept_embedding import ConceptConditionedMixin
 from .config_bounds import check_config_bounds
 from .standardized_latents import StandardizedLatentsMixin, check_latent_statistics
 from .timestep_embedding import SinusoidalTimesteps, broadcast_timesteps
-from .transformer_block import LegacyBlockWeightsMixin, transformer_blocks
+from .transformer_block import LegacyBlockWeightsMixin, TokenAttentionMixin, transformer_blocks
 
 
 class TupleConditionedDiT(
     LegacyBlockWeightsMixin, StandardizedLatentsMixin, ConceptConditionedMixin,
-    AttentionMixin, ModelMixin, ConfigMixin,
+    TokenAttentionMixin, ModelMixin, ConfigMixin,
 ):
     r"""Predicts the noise (or velocity) in a grid of continuous latents ``(B, C, g, g)`` given a concept tuple.
 

@@ -159,6 +159,9 @@ class TupleConditionedUNet2DModel(ConceptConditionedMixin, ModelMixin, ConfigMix
     """
 
     _supports_gradient_checkpointing = True
+    # diffusers' layerwise casting leaves the concept embedding in the compute dtype: Paper A's one-hot embedders read
+    # their first layer's weight directly (a gather), which the casting hook of that layer never sees. It is tiny.
+    _skip_layerwise_casting_patterns = ["concept_embedding"]
 
     def enable_gradient_checkpointing(self, gradient_checkpointing_func=None) -> None:
         """diffusers' gradient checkpointing of the down and up stages; refused with BatchNorm (``norm_type="batch"``),

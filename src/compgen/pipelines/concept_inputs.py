@@ -98,6 +98,30 @@ def callback_latents(outputs: Any, latents: torch.Tensor, allowed: Sequence[str]
     return returned
 
 
+class GuidedSamplingMixin:
+    """diffusers' sampling-state conventions for a pipeline: ``guidance_scale``, ``do_classifier_free_guidance`` and
+    ``num_timesteps`` read during a call (a ``callback_on_step_end`` may change ``pipe._guidance_scale``, which the
+    loop reads at every step, as in diffusers' pipelines)."""
+
+    _guidance_scale: float = 1.0
+    _num_timesteps: int = 0
+
+    @property
+    def guidance_scale(self) -> float:
+        """The classifier-free guidance weight the current (or last) call samples with."""
+        return self._guidance_scale
+
+    @property
+    def do_classifier_free_guidance(self) -> bool:
+        """Whether the current (or last) call guides: its batch carries the null-concept half."""
+        return self._guidance_scale != 1.0
+
+    @property
+    def num_timesteps(self) -> int:
+        """The steps of the current (or last) call's sampling loop."""
+        return self._num_timesteps
+
+
 def check_latents_shape(latents: torch.Tensor | None, shape: tuple[int, ...], what: str) -> None:
     """Refuse ``latents`` of another shape than the batch's: they would be broadcast or fail deep in the loop."""
     if latents is not None and tuple(latents.shape) != tuple(shape):

@@ -20,6 +20,7 @@ from ..models.tuple_dit import TupleConditionedDiT
 from .concept_inputs import (
     ConceptPrompts,
     Generators,
+    GuidedSamplingMixin,
     callback_latents,
     check_generators,
     check_sampling_options,
@@ -67,7 +68,7 @@ def check_flow_scheduler(scheduler: SchedulerMixin) -> None:
                          "the flow DiT samples from noise to data (invert_sigmas=False)")
 
 
-class TupleConditionedFlowDiTPipeline(DiffusionPipeline):
+class TupleConditionedFlowDiTPipeline(DiffusionPipeline, GuidedSamplingMixin):
     r"""Generate images of concept classes (``"111"``, ``(1, 1, 1)``) by integrating a flow over tokenizer latents.
 
     The transformer predicts the velocity ``noise - x0`` of the straight path ``x_sigma = (1 - sigma) x0 + sigma
@@ -180,10 +181,12 @@ class TupleConditionedFlowDiTPipeline(DiffusionPipeline):
             self.transformer, concepts, num_images_per_prompt, guidance_scale, concept_values, device=device
         )
         do_classifier_free_guidance = inputs.do_classifier_free_guidance
+        self._guidance_scale = guidance_scale  # read at every step: a step callback may change it
 
         # 3. Prepare timesteps: sigma * num_train_timesteps, from sigma 1 down
         self.scheduler.set_timesteps(num_inference_steps or self.scheduler.config.num_train_timesteps, device=device)
         timesteps = self.scheduler.timesteps
+        self._num_timesteps = len(timesteps)
 
         # 4. Prepare the initial noise over the standardized latent grid
         config = self.transformer.config
@@ -207,7 +210,7 @@ class TupleConditionedFlowDiTPipeline(DiffusionPipeline):
             # perform guidance
             if do_classifier_free_guidance:
                 velocity_cond, velocity_null = velocity.chunk(2)
-                velocity = velocity_null + guidance_scale * (velocity_cond - velocity_null)
+                velocity = velocity_null + self._guidance_scale * (velocity_cond - velocity_null)
 
             # compute the previous noisy sample x_t -> x_t-1 (an Euler step from sigma to the next sigma)
             latents = self.scheduler.step(velocity, t, latents, **extra_step_kwargs).prev_sample

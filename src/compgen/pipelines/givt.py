@@ -17,6 +17,7 @@ from ..schedulers.scheduling_maskgit import MaskGITScheduler
 from .concept_inputs import (
     ConceptPrompts,
     Generators,
+    GuidedSamplingMixin,
     check_generators,
     check_step_callback,
     check_temperature,
@@ -27,7 +28,7 @@ from .latent_decoding import check_tokenizer, decode_standardized_latents
 from .masked_latents import masked_token_latents, token_step_callback, uniform_scores
 
 
-class GIVTPipeline(DiffusionPipeline):
+class GIVTPipeline(DiffusionPipeline, GuidedSamplingMixin):
     r"""Generate images of concept classes (``"111"``, ``(1, 1, 1)``) with GIVT's masked decoding.
 
     Every token starts masked. At each of ``num_inference_steps`` steps the transformer predicts a Gaussian mixture
@@ -119,6 +120,7 @@ class GIVTPipeline(DiffusionPipeline):
             self.transformer, concepts, num_images_per_prompt, guidance_scale, concept_values, device=device
         )
         do_classifier_free_guidance = inputs.do_classifier_free_guidance
+        self._guidance_scale = guidance_scale  # read at every step: a step callback may change it
 
         # 3. Prepare the tokens: a (B, L, C) sequence of latents, every one masked unless given
         config = self.transformer.config
@@ -129,6 +131,7 @@ class GIVTPipeline(DiffusionPipeline):
 
         # 4. Prepare the unmasking schedule
         self.scheduler.set_timesteps(num_inference_steps, device=device)
+        self._num_timesteps = num_inference_steps
 
         # 5. Unmasking loop
         num_masked = int(masked[0].sum())
@@ -153,11 +156,11 @@ class GIVTPipeline(DiffusionPipeline):
             if isinstance(generator, list):  # each image from its own generator, as a call for it alone draws it
                 sampled = torch.cat([mixture_sample(
                     logits[i][reveal[i]], means[i][reveal[i]], log_scales[i][reveal[i]], temperature, g,
-                    guidance_scale=guidance_scale, **{k: v[i][reveal[i]] for k, v in null.items()})
+                    guidance_scale=self._guidance_scale, **{k: v[i][reveal[i]] for k, v in null.items()})
                     for i, g in enumerate(generator)])
             else:
                 sampled = mixture_sample(logits[reveal], means[reveal], log_scales[reveal], temperature, generator,
-                                         guidance_scale=guidance_scale, **{k: v[reveal] for k, v in null.items()})
+                                         guidance_scale=self._guidance_scale, **{k: v[reveal] for k, v in null.items()})
             tokens[reveal] = sampled.to(tokens.dtype)
             masked &= ~reveal
             num_masked = remaining

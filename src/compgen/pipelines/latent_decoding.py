@@ -43,6 +43,18 @@ def decode_standardized_latents(transformer, vqvae: VQModel | None, vae: Autoenc
         return vae.decode(transformer.denormalize_latents(latents).to(vae.dtype)).sample
     latents = transformer.denormalize_latents(latents).to(vqvae.dtype)
     if quantize:
-        latents, _, _ = vqvae.quantize(latents)
+        latents = snap_to_codebook(vqvae, latents)
     spatial = latents if vqvae.config.norm_type == "spatial" else None  # as VQModel.decode
     return vqvae.decoder(vqvae.post_quant_conv(latents), spatial)
+
+
+def snap_to_codebook(vqvae: VQModel, latents: torch.Tensor) -> torch.Tensor:
+    """The nearest codebook vectors of ``latents`` ``(B, C, H, W)``, as ``vqvae.quantize`` picks them, with the
+    distances measured in fp32 whatever the tokenizer computes in: ``torch.cdist`` has no bf16 kernel on a CPU, and
+    under diffusers' layerwise casting (``enable_layerwise_casting``) the tokenizer computes in bf16."""
+    codebook = vqvae.quantize.embedding.weight
+    batch, channels, height, width = latents.shape
+    flat = latents.permute(0, 2, 3, 1).reshape(-1, channels).float()
+    indices = torch.cdist(flat, codebook.float()).argmin(dim=1)
+    snapped = codebook[indices].to(latents.dtype).reshape(batch, height, width, channels)
+    return snapped.permute(0, 3, 1, 2).contiguous()

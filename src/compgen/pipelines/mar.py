@@ -17,6 +17,7 @@ from ..schedulers.scheduling_maskgit import MaskGITScheduler
 from .concept_inputs import (
     ConceptPrompts,
     Generators,
+    GuidedSamplingMixin,
     check_generators,
     check_step_callback,
     check_temperature,
@@ -27,7 +28,7 @@ from .latent_decoding import check_tokenizer, check_unclipped_scheduler, decode_
 from .masked_latents import masked_token_latents, token_step_callback, uniform_scores
 
 
-class MARPipeline(DiffusionPipeline):
+class MARPipeline(DiffusionPipeline, GuidedSamplingMixin):
     r"""Generate images of concept classes (``"111"``, ``(1, 1, 1)``) with MAR's masked decoding (Li et al. 2024).
 
     Tokens are revealed as in :class:`~compgen.pipelines.givt.GIVTPipeline` (MaskGIT's schedule, a random order);
@@ -144,6 +145,7 @@ class MARPipeline(DiffusionPipeline):
             self.transformer, concepts, num_images_per_prompt, guidance_scale, concept_values, device=device
         )
         do_classifier_free_guidance = inputs.do_classifier_free_guidance
+        self._guidance_scale = guidance_scale  # read at every step: a step callback may change it
 
         # 3. Prepare the tokens: a (B, L, C) sequence of latents, every one masked unless given
         config = self.transformer.config
@@ -154,6 +156,7 @@ class MARPipeline(DiffusionPipeline):
 
         # 4. Prepare the unmasking schedule
         self.scheduler.set_timesteps(num_inference_steps, device=device)
+        self._num_timesteps = num_inference_steps
 
         # 5. Unmasking loop
         num_masked = int(masked[0].sum())
@@ -177,12 +180,12 @@ class MARPipeline(DiffusionPipeline):
             if isinstance(generator, list):
                 sample = torch.cat([self.denoise_tokens(
                     conditions[i][reveal[i]], num_head_steps, temperature, g,
-                    None if null_conditions is None else null_conditions[i][reveal[i]], guidance_scale)
+                    None if null_conditions is None else null_conditions[i][reveal[i]], self._guidance_scale)
                     for i, g in enumerate(generator)])
             else:
                 sample = self.denoise_tokens(conditions[reveal], num_head_steps, temperature, generator,
                                              None if null_conditions is None else null_conditions[reveal],
-                                             guidance_scale)
+                                             self._guidance_scale)
             tokens[reveal] = sample.to(tokens.dtype)
             masked &= ~reveal
             num_masked = remaining

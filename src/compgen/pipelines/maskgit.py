@@ -16,6 +16,7 @@ from ..schedulers.scheduling_maskgit import MaskGITScheduler
 from .concept_inputs import (
     ConceptPrompts,
     Generators,
+    GuidedSamplingMixin,
     callback_latents,
     check_generators,
     check_latents_shape,
@@ -25,7 +26,7 @@ from .concept_inputs import (
 )
 
 
-class MaskGITPipeline(DiffusionPipeline):
+class MaskGITPipeline(DiffusionPipeline, GuidedSamplingMixin):
     r"""Generate images of concept classes (``"111"``, ``(1, 1, 1)``) by iterative masked-token decoding.
 
     Every token starts masked; each step samples all masked tokens and re-masks the least confident ones
@@ -108,6 +109,7 @@ class MaskGITPipeline(DiffusionPipeline):
             self.transformer, concepts, num_images_per_prompt, guidance_scale, concept_values, device=device
         )
         do_classifier_free_guidance = inputs.do_classifier_free_guidance
+        self._guidance_scale = guidance_scale  # read at every step: a step callback may change it
 
         # 3. Prepare the token grid: every token starts masked, unless given
         batch_size = inputs.batch_size
@@ -130,6 +132,7 @@ class MaskGITPipeline(DiffusionPipeline):
         # 4. Prepare timesteps (and the annealed re-masking temperature)
         self.scheduler.set_timesteps(num_inference_steps, temperature=temperature, device=device)
         timesteps = self.scheduler.timesteps
+        self._num_timesteps = len(timesteps)
 
         # 5. Decoding loop
         for i, t in enumerate(self.progress_bar(timesteps)):
@@ -142,7 +145,7 @@ class MaskGITPipeline(DiffusionPipeline):
             # perform guidance
             if do_classifier_free_guidance:
                 logits_cond, logits_null = logits.chunk(2)
-                logits = logits_null + guidance_scale * (logits_cond - logits_null)
+                logits = logits_null + self._guidance_scale * (logits_cond - logits_null)
 
             # sample the masked tokens and re-mask the least confident ones
             tokens = self.scheduler.step(logits, t, tokens, generator=generator).prev_sample

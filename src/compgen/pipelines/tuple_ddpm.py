@@ -17,6 +17,7 @@ from ..models.tuple_unet import TupleConditionedUNet2DModel
 from .concept_inputs import (
     ConceptPrompts,
     Generators,
+    GuidedSamplingMixin,
     callback_latents,
     check_generators,
     check_sampling_options,
@@ -41,7 +42,7 @@ def paper_ddpm_scheduler(num_train_timesteps: int = 500, prediction_type: str = 
     )
 
 
-class TupleConditionedDDPMPipeline(DiffusionPipeline):
+class TupleConditionedDDPMPipeline(DiffusionPipeline, GuidedSamplingMixin):
     r"""Generate images of concept classes (``"111"``, ``(1, 1, 1)``) with a tuple-conditioned U-Net.
 
     Images are modelled in ``[-1, 1]``. Any diffusers scheduler trained on the same noise schedule swaps in with
@@ -126,10 +127,12 @@ class TupleConditionedDDPMPipeline(DiffusionPipeline):
             self.unet, concepts, num_images_per_prompt, guidance_scale, concept_values, device=device
         )
         do_classifier_free_guidance = inputs.do_classifier_free_guidance
+        self._guidance_scale = guidance_scale  # read at every step: a step callback may change it
 
         # 3. Prepare timesteps
         self.scheduler.set_timesteps(num_inference_steps or self.scheduler.config.num_train_timesteps, device=device)
         timesteps = self.scheduler.timesteps
+        self._num_timesteps = len(timesteps)
 
         # 4. Prepare the initial noise
         config = self.unet.config
@@ -152,7 +155,7 @@ class TupleConditionedDDPMPipeline(DiffusionPipeline):
             # perform guidance
             if do_classifier_free_guidance:
                 noise_pred_cond, noise_pred_null = noise_pred.chunk(2)
-                noise_pred = noise_pred_null + guidance_scale * (noise_pred_cond - noise_pred_null)
+                noise_pred = noise_pred_null + self._guidance_scale * (noise_pred_cond - noise_pred_null)
 
             # compute the previous noisy sample x_t -> x_t-1
             latents = self.scheduler.step(noise_pred, t, latents, **extra_step_kwargs).prev_sample

@@ -18,6 +18,7 @@ from ..models.tuple_dit import TupleConditionedDiT
 from .concept_inputs import (
     ConceptPrompts,
     Generators,
+    GuidedSamplingMixin,
     callback_latents,
     check_generators,
     check_sampling_options,
@@ -36,7 +37,7 @@ def check_not_flow_scheduler(scheduler: SchedulerMixin) -> None:
                          "it with TupleConditionedFlowDiTPipeline")
 
 
-class TupleConditionedDiTPipeline(DiffusionPipeline):
+class TupleConditionedDiTPipeline(DiffusionPipeline, GuidedSamplingMixin):
     r"""Generate images of concept classes (``"111"``, ``(1, 1, 1)``) by diffusing tokenizer latents.
 
     The transformer denoises a ``(C, g, g)`` grid of standardized latents; the final latents are de-standardized and
@@ -151,10 +152,12 @@ class TupleConditionedDiTPipeline(DiffusionPipeline):
             self.transformer, concepts, num_images_per_prompt, guidance_scale, concept_values, device=device
         )
         do_classifier_free_guidance = inputs.do_classifier_free_guidance
+        self._guidance_scale = guidance_scale  # read at every step: a step callback may change it
 
         # 3. Prepare timesteps
         self.scheduler.set_timesteps(num_inference_steps or self.scheduler.config.num_train_timesteps, device=device)
         timesteps = self.scheduler.timesteps
+        self._num_timesteps = len(timesteps)
 
         # 4. Prepare the initial noise over the standardized latent grid
         config = self.transformer.config
@@ -177,7 +180,7 @@ class TupleConditionedDiTPipeline(DiffusionPipeline):
             # perform guidance
             if do_classifier_free_guidance:
                 noise_pred_cond, noise_pred_null = noise_pred.chunk(2)
-                noise_pred = noise_pred_null + guidance_scale * (noise_pred_cond - noise_pred_null)
+                noise_pred = noise_pred_null + self._guidance_scale * (noise_pred_cond - noise_pred_null)
 
             # compute the previous noisy latents x_t -> x_t-1
             latents = self.scheduler.step(noise_pred, t, latents, **extra_step_kwargs).prev_sample

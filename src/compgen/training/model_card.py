@@ -13,6 +13,7 @@ from huggingface_hub.utils import validate_repo_id
 from ..atomic_io import atomic_write_text
 from ..concepts import ConceptGraph
 from ..evaluation.curves import first_step_at
+from ..evaluation.tracker import own_records
 
 PLOT_NAME = "learning_dynamics.png"
 LOCAL_OPTIONS = ("cache_dir", "celeba_dir", "celeba_parquet", "probes_path", "tokenizer_path", "vqvae_path",
@@ -201,6 +202,10 @@ def write_model_card(
     training |= {k: v for k, v in config.extra.items() if v is not None and k not in skipped}
     hyper = details.get("hyperparameters", {})
     training_classes = ", ".join(graph.format(c) for c in graph.training_classes)
+    # A fine-tuning run's statistics are of its own phase (its log starts with its source's records, whose steps its
+    # own continue): the plot above shows both.
+    own = own_records(records)
+    phase_start = int(own[0].get("phase_start_step", 0)) if own else 0
     body = [
         f"# {details.get('model_name', pipeline_class)} trained with compgen",
         "",
@@ -214,13 +219,13 @@ def write_model_card(
         "```python",
         f"from compgen import {pipeline_class}",
         "",
-        f'pipe = {pipeline_class}.from_pretrained("{config.hub_model_id or config.output_dir}")',
+        f"pipe = {pipeline_class}.from_pretrained({str(config.hub_model_id or config.output_dir)!r})",
         f'images = pipe("{"1" * graph.space.num_variables}", num_images_per_prompt=4).images',
         "```",
         "",
         "## Results",
         "",
-        results_markdown(records, graph, config.eval_start_step),
+        results_markdown(own, graph, config.eval_start_step + phase_start if config.eval_start_step else 0),
     ]
     if has_plot:
         body += [f"![learning dynamics]({PLOT_NAME})", ""]
