@@ -2,7 +2,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# The CPU wheel of PyTorch (PyPI's Linux wheel is the multi-GB CUDA build). On a GPU machine:
+# The CPU wheel of PyTorch (PyPI's Linux wheel is the multi-GB CUDA build): from the package sources pip already
+# knows (a local wheel cache), else from PyTorch's CPU index. On a GPU machine:
 #   make setup TORCH_PIN=torch==2.13.0 TORCH_INDEX=<a CUDA index of download.pytorch.org>
 TORCH_PIN ?= torch==2.13.0+cpu
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
@@ -13,7 +14,7 @@ OUT ?= outputs
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet $(TORCH_PIN) --extra-index-url $(TORCH_INDEX)
+	$(PY) -m pip install --quiet $(TORCH_PIN) 2>/dev/null || $(PY) -m pip install --quiet $(TORCH_PIN) --extra-index-url $(TORCH_INDEX)
 	$(PY) -m pip install --quiet -e ".[test]"
 
 setup: $(PY)

@@ -100,3 +100,20 @@ def test_a_full_disk_during_the_export_leaves_the_earlier_export_and_no_temporar
     with pytest.raises(OSError, match="could not write the export .*StorageFull.*earlier export there is intact"):
         export_run(tmp_path, task, None, [], None, None, None)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model_index.json"]
+
+
+def test_a_resume_that_names_the_seed_the_run_defaulted_to_is_the_same_run(tmp_path):
+    """A run started with ``--seed 0`` took its data order and draws from it; resuming with ``--data_seed 0`` (or
+    ``--noise_seed 0``) given explicitly is the same run, not a run "with other training options". Another seed is."""
+    from compgen.training.checkpoint import CheckpointError
+    from compgen.training.config import TrainingConfig
+    from compgen.training.run_directory import RunDirectory
+
+    started = TrainingConfig(output_dir=str(tmp_path), seed=0)
+    state = {"config": started.to_json_dict(), "fingerprint": started.fingerprint()}
+    for same in (TrainingConfig(output_dir=str(tmp_path), seed=0, data_seed=0),
+                 TrainingConfig(output_dir=str(tmp_path), seed=0, data_seed=0, noise_seed=0)):
+        RunDirectory.check_resumable(state, tmp_path, same, 1, [])
+    with pytest.raises(CheckpointError, match="data_seed"):
+        RunDirectory.check_resumable(state, tmp_path, TrainingConfig(output_dir=str(tmp_path), seed=0, data_seed=1),
+                                     1, [])

@@ -37,6 +37,13 @@ than ``step`` for a fine-tuning run), so that ``--init_from`` on a run directory
 resumed run) labels the export's weights with their own step, and a study knows how far a cell without a log got."""
 
 
+def effective_seeds(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with ``data_seed`` and ``noise_seed`` as the run uses them: ``None`` is ``seed``. A resume that
+    gives ``--data_seed 0`` explicitly continues a run that took it from ``--seed 0``."""
+    return options | {key: options.get("seed") for key in ("data_seed", "noise_seed")
+                      if key in options and options[key] is None}
+
+
 class RunDirectory:
     """One run's output directory: what a run left there, and the checkpoints it writes and resumes from."""
 
@@ -106,7 +113,8 @@ class RunDirectory:
             saved = saved | {"extra": renamed_options(saved["extra"])}
         fingerprint = trainer_state.get("fingerprint")
         if fingerprint is not None and fingerprint != config.fingerprint():
-            ours = config.to_json_dict()
+            ours = effective_seeds(config.to_json_dict())
+            saved = effective_seeds(saved)
             # An option added to compgen after the checkpoint was written matches when this run keeps its default.
             defaults = type(config)().to_json_dict()
             differences = sorted(k for k in set(saved) | set(ours)
