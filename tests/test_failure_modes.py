@@ -363,3 +363,38 @@ def test_a_crop_larger_than_the_images_is_refused_once_the_data_are_known(datase
     assert exit_info.value.code == 2
     assert "--tokenizer_crop_size 40 is larger than the images" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_tokenizer_flags_that_would_be_ignored_are_refused_before_any_work(tmp_path, capsys):
+    """``--tokenizer kl`` with a VQ-only flag, and an architecture flag beside ``--tokenizer_path`` that contradicts
+    the tokenizer it loads, were silently ignored. A flag that agrees with the loaded tokenizer, or comes from a preset,
+    passes."""
+    from conftest import tiny_tokenizer
+
+    tiny_tokenizer(kl=False, channels=4).save_pretrained(tmp_path / "vq")
+    vq_embed_dim = json.loads((tmp_path / "vq" / "config.json").read_text())["vq_embed_dim"]
+    cases = [("examples/train_dit.py", ["--tokenizer", "kl", "--codebook_size", "32"],
+              "--codebook_size: a VQ tokenizer's options, which --tokenizer kl (no codebook) would ignore"),
+             ("examples/train_maskgit_jepa.py", ["--tokenizer_path", str(tmp_path / "vq"), "--tokenizer_embed_dim",
+                                                 str(vq_embed_dim + 1)],
+              f"--tokenizer_embed_dim {vq_embed_dim + 1} contradicts the tokenizer --tokenizer_path")]
+    for script_path, argv, message in cases:
+        with pytest.raises(SystemExit) as exit_info:
+            load_repo_script(script_path).main(["--cache_dir", str(tmp_path / "cache"), "--output_dir",
+                                                str(tmp_path / "out"), *argv])
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err
+        assert not (tmp_path / "cache").exists()
+
+
+def test_the_options_given_on_the_command_line_are_told_from_defaults_and_presets():
+    import argparse
+
+    from compgen.launch.run_setup import given_options
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--codebook_size", "--vq_num_embeddings", type=int, default=256)
+    parser.add_argument("--tokenizer", default="vq")
+    parser.set_defaults(codebook_size=32)  # a preset's default
+    assert given_options(parser, []) == frozenset()
+    assert given_options(parser, ["--vq_num_embeddings", "8"]) == {"codebook_size"}
+    assert given_options(parser, ["--tokenizer=kl", "--codebook_size", "8"]) == {"tokenizer", "codebook_size"}

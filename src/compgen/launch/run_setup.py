@@ -22,6 +22,7 @@ import argparse
 import contextlib
 import dataclasses
 import logging
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,6 +190,18 @@ def keep_last_evaluations(args: argparse.Namespace, fp32_defaults: dict[str, Any
     return fp32_defaults | {"eval_start_step": last}
 
 
+def given_options(parser: argparse.ArgumentParser, argv: list[str] | None) -> frozenset[str]:
+    """The options (their ``dest``) on the command line, under any of their names, not set by a preset or a default:
+    for the checks of a flag that another flag makes meaningless (``--codebook_size`` with ``--tokenizer kl``)."""
+    words = sys.argv[1:] if argv is None else list(argv)
+    given = set()
+    for action in parser._actions:
+        names = action.option_strings
+        if any(word == name or word.startswith(name + "=") for word in words for name in names):
+            given.add(action.dest)
+    return frozenset(given)
+
+
 def peek_given(argv: list[str] | None, name: str) -> bool:
     """Whether ``--name`` is on the command line (not a default from any layer)."""
     pre = argparse.ArgumentParser(add_help=False)
@@ -276,6 +289,7 @@ def prepare_run(
             start = start_run(config, state.num_processes)
             claim = start.claim
         if validate is not None:
+            args.given_options = given_options(parser, argv)  # after the config: not a training option
             validate(args, initial)
         check_config_bounds("the command line", _bounded_options(args))  # before a model is built on them
         profile.mark_startup()

@@ -249,6 +249,7 @@ def check_tokenizer_first_arguments(args: argparse.Namespace, initial: InitialWe
     ``--tokenizer kl`` (or a KL ``--tokenizer_path``) is refused unless ``allow_kl``."""
     check_vq_tokenizer_arguments(args)
     check_tokenizer_kind(args, allow_kl)
+    check_flags_the_tokenizer_ignores(args)
     if args.tokenizer_steps < 1:
         raise ValueError(f"--tokenizer_steps must be at least 1, got {args.tokenizer_steps}")
     if not math.isfinite(args.tokenizer_learning_rate) or args.tokenizer_learning_rate <= 0:
@@ -257,6 +258,39 @@ def check_tokenizer_first_arguments(args: argparse.Namespace, initial: InitialWe
         reusable_tokenizer(Path(args.output_dir) / TOKENIZER_DIR,
                            tokenizer_options(args, args.tokenizer_steps, args.tokenizer_learning_rate),
                            overwrite=args.overwrite_output_dir)
+
+
+VQ_ONLY_OPTIONS = ("codebook_size", "tokenizer_commitment_cost", "tokenizer_restart_every")
+"""Tokenizer flags a KL tokenizer has no use for (it has no codebook)."""
+LOADED_TOKENIZER_CONFIG = {"codebook_size": ("num_vq_embeddings",), "tokenizer_embed_dim": ("vq_embed_dim",
+                                                                                          "latent_channels"),
+                           "tokenizer_block_out_channels": ("block_out_channels",)}
+"""Tokenizer flags given beside ``--tokenizer_path``, and the loaded tokenizer's config entries they must match."""
+
+
+def check_flags_the_tokenizer_ignores(args: argparse.Namespace) -> None:
+    """Refuse tokenizer flags given on the command line that would be silently ignored: VQ-only flags with
+    ``--tokenizer kl``, and architecture flags beside ``--tokenizer_path`` that contradict the tokenizer it loads."""
+    given = getattr(args, "given_options", frozenset())
+    if getattr(args, "tokenizer", "vq") == "kl":
+        vq_only = [f"--{name}" for name in VQ_ONLY_OPTIONS if name in given]
+        if vq_only:
+            raise ValueError(f"{', '.join(vq_only)}: a VQ tokenizer's options, which --tokenizer kl (no codebook) "
+                             "would ignore; drop them")
+    path = getattr(args, "tokenizer_path", None)
+    if path is None or not Path(path, "config.json").is_file():
+        return
+    config = json.loads(Path(path, "config.json").read_text())
+    for option, keys in LOADED_TOKENIZER_CONFIG.items():
+        if option not in given:
+            continue
+        value = getattr(args, option)
+        if option == "tokenizer_block_out_channels":
+            value = list(parse_widths(value, option))
+        loaded = next((config[key] for key in keys if config.get(key) is not None), None)
+        if loaded is not None and loaded != value:
+            raise ValueError(f"--{option} {getattr(args, option)} contradicts the tokenizer --tokenizer_path {path} "
+                             f"loads ({keys[0]} {loaded}), which is used as it is: drop --{option}")
 
 
 TOKEN_TRANSFORMER_PRESETS: dict[str, dict[str, Any]] = {
