@@ -90,7 +90,7 @@ def test_conditioning_errors(pipe):
     with pytest.raises(ValueError, match="no concept prompts"):
         sample(pipe, [])
     with pytest.raises(ValueError, match="output_type"):
-        pipe("111", output_type="latent")
+        pipe("111", output_type="latents")  # diffusers spells it "latent"
     for steps in (None, 2.5, 0, True):  # refused before any work, as GIVT and MAR refuse them
         with pytest.raises(ValueError, match="num_inference_steps must be a positive integer"):
             pipe("111", num_inference_steps=steps)

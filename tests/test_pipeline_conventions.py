@@ -261,3 +261,27 @@ def test_snapping_to_the_codebook_matches_the_quantizer():
     latents = torch.randn(3, 4, 7, 7)
     expected, _, _ = vqvae.quantize(latents)
     torch.testing.assert_close(snap_to_codebook(vqvae, latents), expected, rtol=0, atol=1e-6)  # z + (z_q - z)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_output_type_latent_returns_what_the_last_callback_left(family: Family):
+    """diffusers' ``test_callback_inputs`` convention: with ``output_type="latent"`` the pipeline returns the final
+    latents undecoded (token ids for MaskGIT), so latents a callback zeroes at the last step come back as zeros."""
+    require(family, "pipeline-calls")
+    pipe = family.pipeline(family.model())
+    pipe.set_progress_bar_config(disable=True)
+    kept = {}
+
+    def zero_last(pipeline, step_index, timestep, callback_kwargs):
+        assert set(callback_kwargs) <= set(pipeline._callback_tensor_inputs)
+        if step_index == pipeline.num_timesteps - 1:
+            callback_kwargs["latents"] = torch.zeros_like(callback_kwargs["latents"])
+        kept["latents"] = callback_kwargs["latents"]
+        return callback_kwargs
+
+    output = pipe(["021", "110"], num_inference_steps=STEPS, generator=torch.Generator().manual_seed(0),
+                  output_type="latent", callback_on_step_end=zero_last,
+                  callback_on_step_end_tensor_inputs=pipe._callback_tensor_inputs).images
+    assert isinstance(output, torch.Tensor) and output.shape[0] == 2
+    assert output.abs().sum() == 0
+    assert output.reshape(-1).shape == kept["latents"].reshape(-1).shape

@@ -98,7 +98,7 @@ def test_pipeline_validates_prompts_and_arguments(pipe):
     with pytest.raises(ValueError, match="num_images_per_prompt"):
         pipe("111", num_images_per_prompt=0, num_inference_steps=STEPS)
     with pytest.raises(ValueError, match="output_type"):
-        pipe("111", num_inference_steps=STEPS, output_type="latent")
+        pipe("111", num_inference_steps=STEPS, output_type="latents")  # diffusers spells it "latent"
 
 
 def test_output_types_agree(pipe):

@@ -13,7 +13,7 @@ import torch
 
 from ..concepts import ConceptLike, ConceptSpace, ConceptSpaceLike
 
-OUTPUT_TYPES = ("pil", "np", "pt")
+OUTPUT_TYPES = ("pil", "np", "pt", "latent")
 """The ``output_type`` values every compgen pipeline accepts."""
 
 ConceptPrompts = ConceptLike | Mapping[str, str | int] | Sequence[ConceptLike] | torch.Tensor | np.ndarray

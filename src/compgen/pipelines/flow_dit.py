@@ -157,7 +157,8 @@ class TupleConditionedFlowDiTPipeline(DiffusionPipeline, GuidedSamplingMixin):
                 disables it. Needs a transformer trained with ``concept_dropout > 0``.
             generator: A ``torch.Generator``, or a list with one per image, for the initial noise (and a stochastic
                 scheduler's steps); a batch with a list reproduces single-image calls image for image.
-            output_type: ``"pil"``, ``"np"`` (``(B, H, W, 3)`` floats in [0, 1]) or ``"pt"`` (``(B, 3, H, W)``).
+            output_type: ``"pil"``, ``"np"`` (``(B, H, W, 3)`` floats in [0, 1]), ``"pt"`` (``(B, 3, H, W)``) or
+                ``"latent"`` (the standardized latents, undecoded).
             return_dict: Return an :class:`ImagePipelineOutput` rather than a tuple.
             concept_values: ``full``-conditioning transformers only: continuous values ``(num_prompts, D)`` or
                 ``(num_prompts * num_images_per_prompt, D)``; ``None`` uses the canonical class values.
@@ -221,7 +222,7 @@ class TupleConditionedFlowDiTPipeline(DiffusionPipeline, GuidedSamplingMixin):
                 latents = callback_latents(callback_outputs, latents, self._callback_tensor_inputs)
 
         # 7. Decode: de-standardize, snap to the codebook (VQ, quantize=True), decode by the tokenizer, post-process
-        image = self.decode_latents(latents, quantize, output_type)
+        image = latents if output_type == "latent" else self.decode_latents(latents, quantize, output_type)
 
         # Offload all models
         self.maybe_free_model_hooks()

@@ -95,7 +95,8 @@ class GIVTPipeline(DiffusionPipeline, GuidedSamplingMixin):
                 trained with concept dropout (``--concept_dropout``), refused otherwise.
             generator: A CPU ``torch.Generator``, or a list with one per image, for the reveal order and the token
                 samples (reproducibility; a batch with a list reproduces single-image calls image for image).
-            output_type: ``"pil"``, ``"np"`` (``(B, H, W, 3)`` floats in [0, 1]) or ``"pt"`` (``(B, 3, H, W)``).
+            output_type: ``"pil"``, ``"np"`` (``(B, H, W, 3)`` floats in [0, 1]), ``"pt"`` (``(B, 3, H, W)``) or
+                ``"latent"`` (the standardized latent grid, undecoded).
             return_dict: Return an :class:`ImagePipelineOutput` rather than a tuple.
             concept_values: ``full``-conditioning transformers only: continuous values ``(num_prompts, D)`` or
                 ``(num_prompts * num_images_per_prompt, D)``; ``None`` uses the canonical class values.
@@ -171,10 +172,13 @@ class GIVTPipeline(DiffusionPipeline, GuidedSamplingMixin):
 
         # 6. Decode: the token sequence as a standardized latent grid, through the tokenizer
         latents = tokens.transpose(1, 2).reshape(batch_size, channels, config.grid_size, config.grid_size)
-        image = decode_standardized_latents(self.transformer, self.vqvae, self.vae, latents, quantize)
+        if output_type == "latent":  # the standardized latent grid, undecoded
+            image = latents
+        else:
+            image = decode_standardized_latents(self.transformer, self.vqvae, self.vae, latents, quantize)
 
-        # 7. Post-process: [-1, 1] -> output_type
-        image = self.image_processor.postprocess(image.float(), output_type=output_type)
+            # 7. Post-process: [-1, 1] -> output_type
+            image = self.image_processor.postprocess(image.float(), output_type=output_type)
 
         # Offload all models
         self.maybe_free_model_hooks()

@@ -121,7 +121,8 @@ class MARPipeline(DiffusionPipeline, GuidedSamplingMixin):
                 ``concept_dropout > 0`` (``--concept_dropout``).
             generator: A CPU ``torch.Generator``, or a list with one per image, for the reveal order and the head's
                 noise (reproducibility; a batch with a list reproduces single-image calls image for image).
-            output_type: ``"pil"``, ``"np"`` (``(B, H, W, 3)`` floats in [0, 1]) or ``"pt"`` (``(B, 3, H, W)``).
+            output_type: ``"pil"``, ``"np"`` (``(B, H, W, 3)`` floats in [0, 1]), ``"pt"`` (``(B, 3, H, W)``) or
+                ``"latent"`` (the standardized latent grid, undecoded).
             return_dict: Return an :class:`ImagePipelineOutput` rather than a tuple.
             concept_values: ``full``-conditioning transformers only: continuous values per prompt or per image.
             quantize: Snap the latents to a VQ tokenizer's codebook before decoding (ignored with a KL tokenizer).
@@ -196,10 +197,13 @@ class MARPipeline(DiffusionPipeline, GuidedSamplingMixin):
 
         # 6. Decode: the token sequence as a standardized latent grid, through the tokenizer
         latents = tokens.transpose(1, 2).reshape(batch_size, channels, config.grid_size, config.grid_size)
-        image = decode_standardized_latents(self.transformer, self.vqvae, self.vae, latents, quantize)
+        if output_type == "latent":  # the standardized latent grid, undecoded
+            image = latents
+        else:
+            image = decode_standardized_latents(self.transformer, self.vqvae, self.vae, latents, quantize)
 
-        # 7. Post-process: [-1, 1] -> output_type
-        image = self.image_processor.postprocess(image.float(), output_type=output_type)
+            # 7. Post-process: [-1, 1] -> output_type
+            image = self.image_processor.postprocess(image.float(), output_type=output_type)
 
         # Offload all models
         self.maybe_free_model_hooks()

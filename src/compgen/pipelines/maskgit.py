@@ -84,7 +84,8 @@ class MaskGITPipeline(DiffusionPipeline, GuidedSamplingMixin):
                 Needs a transformer trained with ``concept_dropout > 0``.
             generator: A ``torch.Generator``, or a list with one per image, for token sampling and re-masking
                 (reproducibility; a batch with a list reproduces single-image calls image for image).
-            output_type: ``"pil"``, ``"np"`` (``(B, H, W, 3)`` floats in [0, 1]) or ``"pt"`` (``(B, 3, H, W)``).
+            output_type: ``"pil"``, ``"np"`` (``(B, H, W, 3)`` floats in [0, 1]), ``"pt"`` (``(B, 3, H, W)``) or
+                ``"latent"`` (the token ids ``(B, g, g)``, undecoded).
             return_dict: Return an :class:`ImagePipelineOutput` rather than a tuple.
             concept_values: ``full``-conditioning transformers only: continuous values ``(num_prompts, D)`` or
                 ``(num_prompts * num_images_per_prompt, D)``; ``None`` uses the canonical class values.
@@ -156,10 +157,13 @@ class MaskGITPipeline(DiffusionPipeline, GuidedSamplingMixin):
                 tokens = callback_latents(callback_outputs, tokens, self._callback_tensor_inputs)
 
         # 6. Decode the token grid by the VQ tokenizer
-        image = decode_indices(self.vqvae, tokens.view(batch_size, grid, grid))
+        if output_type == "latent":  # the token ids, undecoded
+            image = tokens.view(batch_size, grid, grid)
+        else:
+            image = decode_indices(self.vqvae, tokens.view(batch_size, grid, grid))
 
-        # 7. Post-process: [-1, 1] -> output_type
-        image = self.image_processor.postprocess(image.float(), output_type=output_type)
+            # 7. Post-process: [-1, 1] -> output_type
+            image = self.image_processor.postprocess(image.float(), output_type=output_type)
 
         # Offload all models
         self.maybe_free_model_hooks()

@@ -105,8 +105,8 @@ class TupleConditionedDDPMPipeline(DiffusionPipeline, GuidedSamplingMixin):
                 1 disables guidance. Needs a model trained with ``concept_dropout > 0``.
             generator: A ``torch.Generator``, or a list with one per image, for the initial noise and stochastic
                 scheduler steps (reproducibility; a batch with a list reproduces single-image calls image for image).
-            output_type: ``"pil"`` (list of images), ``"np"`` (``(B, H, W, C)`` floats in [0, 1]) or ``"pt"``
-                (``(B, C, H, W)`` tensor in [0, 1]).
+            output_type: ``"pil"`` (list of images), ``"np"`` (``(B, H, W, C)`` floats in [0, 1]), ``"pt"``
+                (``(B, C, H, W)`` tensor in [0, 1]) or ``"latent"`` (the sample in [-1, 1], not post-processed).
             return_dict: Return an :class:`ImagePipelineOutput` rather than a tuple.
             concept_values: ``full``-conditioning models only: continuous values ``(num_prompts, D)`` or
                 ``(num_prompts * num_images_per_prompt, D)``; ``None`` uses the canonical class values.
@@ -166,7 +166,9 @@ class TupleConditionedDDPMPipeline(DiffusionPipeline, GuidedSamplingMixin):
                 latents = callback_latents(callback_outputs, latents, self._callback_tensor_inputs)
 
         # 7. Post-process: [-1, 1] -> output_type
-        image = self.image_processor.postprocess(latents, output_type=output_type)
+        if output_type != "latent":  # "latent": the sample in [-1, 1] as the loop left it
+            latents = self.image_processor.postprocess(latents, output_type=output_type)
+        image = latents
 
         # Offload all models
         self.maybe_free_model_hooks()
