@@ -20,6 +20,7 @@ from .concepts import (
     get_split_preset,
     shapes_space,
 )
+from .families import family_exports
 
 __version__ = "0.1.0"
 
@@ -37,18 +38,8 @@ _LAZY_EXPORTS: dict[str, str] = {
     "celeba_space": "compgen.data.celeba",
     "ConceptProbes": "compgen.evaluation.probes",
     "LearningDynamicsTracker": "compgen.evaluation.tracker",
-    "TupleConditionedUNet2DModel": "compgen.models.tuple_unet",
-    "TupleConditionedDDPMPipeline": "compgen.pipelines.tuple_ddpm",
-    "MaskGITTransformer": "compgen.models.maskgit_transformer",
     "MaskGITScheduler": "compgen.schedulers.scheduling_maskgit",
-    "MaskGITPipeline": "compgen.pipelines.maskgit",
-    "TupleConditionedDiT": "compgen.models.tuple_dit",
-    "TupleConditionedDiTPipeline": "compgen.pipelines.tuple_dit",
-    "TupleConditionedFlowDiTPipeline": "compgen.pipelines.flow_dit",
-    "GIVTTransformer": "compgen.models.givt_transformer",
-    "GIVTPipeline": "compgen.pipelines.givt",
-    "MARTransformer": "compgen.models.mar_transformer",
-    "MARPipeline": "compgen.pipelines.mar",
+    **family_exports(),  # every family's model and pipeline (compgen.families)
 }
 
 __all__ = [

@@ -33,19 +33,14 @@ from safetensors.torch import load_file
 
 from ..atomic_io import atomic_write_text, output_file_problem, safetensors_problem
 from ..concepts import ConceptGraph
+from ..families import pipelines
 from ..images import unit_to_uint8
 from ..models.transformer_block import convert_legacy_block_weights
 from ..pipelines.concept_inputs import check_temperature
 from .sampling_precision import sampling_precision
 
-PIPELINES = {
-    "TupleConditionedDDPMPipeline": ("compgen.pipelines.tuple_ddpm", "unet"),
-    "MaskGITPipeline": ("compgen.pipelines.maskgit", "transformer"),
-    "TupleConditionedDiTPipeline": ("compgen.pipelines.tuple_dit", "transformer"),
-    "TupleConditionedFlowDiTPipeline": ("compgen.pipelines.flow_dit", "transformer"),
-    "GIVTPipeline": ("compgen.pipelines.givt", "transformer"),
-    "MARPipeline": ("compgen.pipelines.mar", "transformer"),
-}
+PIPELINES = pipelines()
+"""Every family's pipeline (``compgen.families``): its module and the component holding the model."""
 
 
 def check_pipeline_kind(run_dir: str | Path) -> str:
@@ -237,10 +232,11 @@ def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, gu
     record["evaluation_options"] = {"num_inference_steps": num_inference_steps,
                                     "guidance_scale": sampler.get("guidance_scale", 1.0) if guidance_scale is None
                                     else guidance_scale,
-                                    "temperature": sampler.get("temperature"),
                                     "concept_values": concept_values, "checkpoint": checkpoint,
                                     "weights": weights if checkpoint else "exported",
                                     "mixed_precision": mixed_precision}
+    if "temperature" in sampler:  # the samplers that have one (MaskGIT, GIVT, MAR)
+        record["evaluation_options"]["temperature"] = sampler["temperature"]
     return record
 
 

@@ -1,0 +1,61 @@
+"""The family table (``compgen.families``) is the one list of generator families: what is derived from it covers every
+row, and every hand-kept place a family must appear in is held to it."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from pathlib import Path
+
+import pytest
+
+import compgen
+from compgen.families import FAMILIES, ModelFamily
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def load(path: str):
+    module, name = ModelFamily.split(path)
+    return getattr(importlib.import_module(module), name)
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=[f.name for f in FAMILIES])
+def test_every_part_of_a_family_exists_and_fits(family: ModelFamily):
+    from diffusers import DiffusionPipeline, ModelMixin
+
+    from compgen.evaluation.rescore import PIPELINES
+    from compgen.training import tasks
+
+    model, pipeline, task = load(family.model), load(family.pipeline), load(family.task)
+    assert issubclass(model, ModelMixin) and issubclass(pipeline, DiffusionPipeline)
+    assert family.denoiser in inspect.signature(pipeline.__init__).parameters
+    # derived from the table
+    assert getattr(compgen, model.__name__) is model and getattr(compgen, pipeline.__name__) is pipeline
+    assert PIPELINES[pipeline.__name__] == (pipeline.__module__, family.denoiser)
+    # held to it
+    assert task.__name__ in tasks.__all__ and getattr(tasks, task.__name__) is task
+    assert (REPO / family.script).is_file()
+    entry = (REPO / family.hub_entry).read_text()
+    assert f"from {pipeline.__module__} import {pipeline.__name__}" in entry
+    architecture = (REPO / "ARCHITECTURE.md").read_text()
+    assert f"`{Path(pipeline.__module__.replace('.', '/')).name}.py`" in architecture
+
+
+def test_the_contract_tests_cover_every_family():
+    """``tests/model_families.py``'s rows build every family's model and pipeline (the contract tests run on them)."""
+    from model_families import TABLE as ROWS
+
+    pipelines = {type(row.pipeline(row.model())).__name__ for row in ROWS if row.pipeline is not None}
+    models = {row.model_class.__name__ for row in ROWS}
+    for family in FAMILIES:
+        assert ModelFamily.split(family.pipeline)[1] in pipelines, family.name
+        assert ModelFamily.split(family.model)[1] in models, family.name
+
+
+def test_every_hub_entry_file_and_example_belongs_to_a_family():
+    entries = {str(path.relative_to(REPO)) for path in (REPO / "custom_pipelines").glob("*.py")}
+    assert entries == {family.hub_entry for family in FAMILIES}
+    generator_scripts = {f"examples/{path.name}" for path in (REPO / "examples").glob("train_*.py")}
+    tokenizer_scripts = {"examples/train_vq_tokenizer.py"}
+    assert generator_scripts - tokenizer_scripts == {family.script for family in FAMILIES}
