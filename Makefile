@@ -9,7 +9,7 @@ TORCH_PIN ?= torch==2.13.0+cpu
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 OUT ?= outputs
 
-.PHONY: setup quickstart quickstart-maskgit test lint bench
+.PHONY: setup quickstart quickstart-maskgit test test-fast lint bench
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,11 @@ quickstart-maskgit: setup
 test: setup
 	$(PY) -c "import pytest_timeout" 2>/dev/null || $(PY) -m pip install --quiet -e ".[test]"
 	OMP_NUM_THREADS=1 $(PY) -m pytest --durations=20
+
+# The fast tier: the unit and contract tests of tests/unit/ (no training run, no dataset build) but those marked slow,
+# under a minute on one core. `make test` stays the whole suite.
+test-fast: setup
+	OMP_NUM_THREADS=1 $(PY) -m pytest tests/unit -m "not slow"
 
 lint: setup
 	$(VENV)/bin/ruff check src tests examples dataset_scripts custom_pipelines benchmarks

@@ -31,7 +31,7 @@ set by the typicality check (:mod:`compgen.evaluation.typicality`), two shapes s
 MIN_OBJECT_AREA_FRACTION = 6.0 / 784
 """Smallest plausible object, as a fraction of the frame: 6 foreground pixels at 28x28. The smallest real object
 (a small triangle at the bottom of its size range, about 13.5 px^2) shows at least 9 foreground pixels in every
-render of ``tests/test_objects.py``, darkened or noisy as generated images are."""
+render of ``tests/unit/test_objects.py``, darkened or noisy as generated images are."""
 
 MAX_OBJECT_AREA_FRACTION = 320.0 / 784
 """Largest plausible object: twice the largest real object (a large circle at the top of its range, about

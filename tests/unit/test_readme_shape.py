@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MAX_WORDS = 40
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 

@@ -11,7 +11,7 @@ import pytest
 
 from compgen.evaluation.results_folder import run_summary, unbacked_numbers
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RESULTS = sorted(path.parent for path in (REPO / "results").glob("*/README.md"))
 PATH_ROOTS = ("examples/", "studies/", "src/", "results/", "docs/", "benchmarks/", "dataset_scripts/", "pipelines/",
               "tests/", "figures/", "logs/", "samples/")

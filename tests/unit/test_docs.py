@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # Every doc a user reads (README.md, ARCHITECTURE.md, docs/*.md, results/INDEX.md and results/**/README.md), and the
 # text files beside them: the Makefile, the examples and the other files of the results folders.
 SCOPE = ["README.md", "ARCHITECTURE.md", "Makefile", "docs", "examples", "results"]

@@ -12,7 +12,7 @@ import pytest
 import compgen
 from compgen.families import FAMILIES, ModelFamily
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def load(path: str):

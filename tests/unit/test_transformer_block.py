@@ -112,6 +112,7 @@ def test_fp8_layerwise_casting_runs_and_stays_near_full_precision(family: Family
     assert (out - reference).abs().max() < 0.1 * reference.abs().max()
 
 
+@pytest.mark.slow  # torch.compile: about 10 s, outside make test-fast
 def test_a_token_transformer_compiles_as_one_graph():
     """``torch.compile(fullgraph=True)`` through diffusers' attention dispatcher: no graph break, the same outputs."""
     model = maskgit()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MARKER = re.compile(r"^(?P<indent>\s*)# Copied from (?P<target>compgen(?:\.\w+)+)(?: with (?P<renames>.+))?$")
 
 

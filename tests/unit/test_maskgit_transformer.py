@@ -1,6 +1,6 @@
 """MaskGITTransformer: shapes, hidden states, conditioning (quantized / full / null concepts), errors.
 
-Its save/load round trip is a row of tests/model_families.py (checked by tests/test_model_contract.py)."""
+Its save/load round trip is a row of tests/model_families.py (checked by tests/unit/test_model_contract.py)."""
 
 import pytest
 import torch
