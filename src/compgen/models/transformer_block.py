@@ -8,8 +8,8 @@ activation="gelu")`` computed, on which compgen's token models were first built:
 ``x + ff(norm2(x))``. Weights saved in that older layout load through :func:`convert_legacy_block_weights` (the fused
 ``self_attn.in_proj_weight`` split into ``attn.to_q``, ``to_k``, ``to_v``; ``linear1``, ``linear2`` renamed into
 ``ff``): the converted model's outputs equal the old one's up to float rounding
-(``tests/unit/test_transformer_block.py``). One difference remains for ``dropout > 0`` (no preset uses it): dropout acts on the attention's output, not on its
-weights.
+(``tests/unit/test_transformer_block.py``). One difference remains for ``dropout > 0`` (no preset uses it): dropout
+acts on the attention's output, not on its weights.
 """
 
 from __future__ import annotations
