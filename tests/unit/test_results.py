@@ -160,7 +160,10 @@ def test_paper_a_headline_needs_both_scorers_at_the_last_three_evaluations_and_d
     assert not ghost["held"] and ghost["fidelity"]["2"] == 0.55 and ghost["lowest_accuracy"]["2"] == 1.0
 
 
-@pytest.mark.parametrize("folder", RESULTS, ids=[path.name for path in RESULTS])
+EVERY_README = sorted(path.parent for path in (REPO / "results").rglob("README.md"))
+
+
+@pytest.mark.parametrize("folder", EVERY_README, ids=[str(path.relative_to(REPO / "results")) for path in EVERY_README])
 def test_every_count_a_results_readme_states_is_the_count_its_data_give(folder):
     """Each "k of n" in a folder README is covered by a claim in its claims.json whose pointers give k and n."""
     from compgen.evaluation.claims import CLAIMS_FILE, claim_problems, load_claims
@@ -196,3 +199,10 @@ def test_a_count_changed_in_a_readme_fails_until_its_data_change(tmp_path):
         "'3 of 3' in '3 of 3': the data give 2 of 3"]
     extra = claim_problems(readme + " Another arm holds 1 of 3.", claims[1:], tmp_path, tmp_path)
     assert any("'1 of 3' has no claim" in p for p in extra)
+
+
+def test_a_decimal_before_of_is_not_a_count():
+    from compgen.evaluation.claims import COUNT_PATTERN
+
+    assert [m.group(0) for m in COUNT_PATTERN.finditer("up to 0.06 of 50, and 3 of 10, 13 seeds of 20")] == [
+        "3 of 10", "13 seeds of 20"]

@@ -26,8 +26,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-COUNT_PATTERN = re.compile(r"\b(\d+) (?:seeds? |runs? |arms? )?of (\d+)\b")
-"""A stated count: "7 of 10", "13 seeds of 20", "2 runs of 3"."""
+COUNT_PATTERN = re.compile(r"(?<![\d.])\b(\d+) (?:seeds? |runs? |arms? )?of (\d+)\b")
+"""A stated count: "7 of 10", "13 seeds of 20", "2 runs of 3" (not a decimal's digits: "0.06 of 50")."""
 CLAIMS_FILE = "claims.json"
 
 
