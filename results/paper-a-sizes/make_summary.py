@@ -38,6 +38,10 @@ BASELINES = {"H32-train1": ("candidates", "film__full__okawa-h32-train1__"),
 data (FiLM, quickstart, bf16, 800 steps)."""
 STEPS = 800
 """The README command's length: a run whose log ends earlier was stopped unfinished and is left out."""
+LENGTH_FOLDER, LENGTH_STEPS = "length", 7800
+"""Where the Paper-A-length runs are (``studies/paper_a_length.yaml``, a results folder of their own), their length."""
+LENGTH_MODELS = {"length-default": "film", "length-touching": "sizes-touching"}
+"""Each model of ``studies/paper_a_length.yaml`` and the 800-step model of the same data."""
 
 
 def data_variants() -> dict[str, dict]:
@@ -132,6 +136,19 @@ def collect(folder: Path) -> dict:
             "source": f"results/paper-a-seeds/{name} ({base['date']}, {base['machine']})",
             "seeds": [seed_row(arm_and_split(run)[2], read_log(baseline / base["runs"][run]["log"]),
                                base["runs"][run].get("wall_clock_s")) for run in runs]}
+    length = folder / LENGTH_FOLDER
+    if (length / "summary.json").is_file():  # Paper A's schedule: the README's U-Net to 7800 steps, LR to 0
+        runs = json.loads((length / "summary.json").read_text())["runs"]
+        for run, entry in sorted(runs.items(), key=lambda item: arm_and_split(item[0])[2]):
+            if entry["last_step"] < LENGTH_STEPS:
+                continue
+            model, split, seed = arm_and_split(run)
+            model = LENGTH_MODELS[model]
+            key = f"{model} on {split} ({LENGTH_STEPS} steps)"
+            arm = arms.setdefault(key, {"data": DATA[model], "split": split,
+                                        "study": "studies/paper_a_length.yaml", "source": f"{folder.name}/length",
+                                        "seeds": []})
+            arm["seeds"].append(seed_row(seed, read_log(length / entry["log"]), entry.get("wall_clock_s")))
     first, later = arms.get("sizes-touching on H32-train1"), arms.get("sizes-touching on H32-train1 (seeds 10-19)")
     if first and later:  # the chosen data on every seed run: the tighter estimate of its share
         arms["sizes-touching on H32-train1 (seeds 0-19)"] = first | {"seeds": first["seeds"] + later["seeds"],
