@@ -129,3 +129,14 @@ def celeba_builder_options(args: argparse.Namespace) -> dict[str, Any]:
     if args.celeba_training_classes:
         options["training_classes"] = tuple(c.strip() for c in args.celeba_training_classes.split(",") if c.strip())
     return options
+
+
+def resolved_options(args: argparse.Namespace, layers: list[tuple[str, set[str]]]) -> str:
+    """Every option's resolved value and the layer that set it, as ``--print_config`` prints it. ``layers`` lists, from
+    the lowest to the highest, each layer's name and the options it set (a preset, dataset defaults, the command
+    line); an option no layer set is the parser's ``default``."""
+    rows = []
+    for name, value in sorted(vars(args).items()):
+        source = next((layer for layer, names in reversed(layers) if name in names), "default")
+        rows.append(f"{name} = {value!r}  [{source}]")
+    return "\n".join(rows)

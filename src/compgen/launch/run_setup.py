@@ -38,6 +38,7 @@ from ..cli import (
     celeba_builder_options,
     parse_widths,
     peek_option,
+    resolved_options,
     set_known_defaults,
 )
 from ..concepts import ConceptGraph
@@ -262,22 +263,31 @@ def prepare_run(
     parser.add_argument("--no_eval", action="store_true", help="train without the learning-dynamics evaluation")
     add_celeba_arguments(parser)
     add_training_arguments(parser)
+    parser.add_argument("--print_config", action="store_true",
+                        help="print every resolved option and the layer that set it, then exit without any work")
     profile = RunProfile()
     preset = apply_preset(parser, presets, argv)
-    apply_dataset_defaults(parser, preset, argv)
+    dataset_defaults = apply_dataset_defaults(parser, preset, argv)
     fp32_defaults = apply_cpu_fp32_defaults(parser, cpu_fp32_presets or {}, preset, argv)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     fp32_defaults = keep_last_evaluations(args, fp32_defaults, argv)
     if fp32_defaults:
         logger.info("training in fp32 on a CPU: preset %s with its fp32 defaults %s", preset, fp32_defaults)
+    if args.print_config:
+        print(resolved_options(args, [(f"preset {preset}", set(presets.get(preset, {}))),
+                                      ("dataset defaults", set(dataset_defaults)),
+                                      ("fp32 defaults", set(fp32_defaults)),
+                                      ("command line", set(given_options(parser, argv)))]))
+        parser.exit(0)
 
     # Every option is checked before any work (building data, training probes, a tokenizer), with the output
     # directory claimed (one run per directory; see run_directory) before it is checked.
     state = PartialState(cpu=multi_cpu_launch())
     claim = start = initial = None
     try:
-        extra = {k: v for k, v in vars(args).items() if k not in {f for f in TrainingConfig.__dataclass_fields__}}
+        extra = {k: v for k, v in vars(args).items()
+                 if k not in {f for f in TrainingConfig.__dataclass_fields__} and k != "print_config"}
         extra["preset"] = preset
         config = config_from_args(args, extra=extra)
         celeba_options = celeba_builder_options(args)

@@ -1,0 +1,29 @@
+"""``--print_config``: every resolved option with the layer that set it, and no work done."""
+
+from __future__ import annotations
+
+import pytest
+from repo_scripts import load_repo_script
+
+
+def test_print_config_names_each_options_layer_and_exits_before_any_work(tmp_path, capsys):
+    script = load_repo_script("examples/train_tuple_unet.py")
+    with pytest.raises(SystemExit) as exit_info:
+        script.main(["--preset", "quickstart", "--learning_rate", "5e-4", "--cache_dir", str(tmp_path / "cache"),
+                     "--output_dir", str(tmp_path / "out"), "--print_config"])
+    assert exit_info.value.code == 0
+    lines = dict(line.split(" = ", 1) for line in capsys.readouterr().out.splitlines())
+    assert lines["learning_rate"] == "0.0005  [command line]"  # the command line beats the preset's 1e-3
+    assert lines["max_train_steps"] == "800  [preset quickstart]"
+    assert lines["seed"] == "0  [default]"
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "out").exists()
+
+
+def test_resolved_options_take_the_highest_layer():
+    import argparse
+
+    from compgen.cli import resolved_options
+
+    args = argparse.Namespace(a=1, b=2, c=3)
+    table = resolved_options(args, [("preset p", {"a", "b"}), ("command line", {"b"})])
+    assert table.splitlines() == ["a = 1  [preset p]", "b = 2  [command line]", "c = 3  [default]"]
