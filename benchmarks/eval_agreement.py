@@ -26,9 +26,9 @@ from typing import Any
 
 import torch
 
+from compgen.analysis.rescore import evaluate_run
 from compgen.atomic_io import atomic_write_text
 from compgen.cli import ArgumentParser
-from compgen.evaluation.rescore import evaluate_run
 from compgen.training.checkpoint import list_checkpoints
 
 SCORERS = {"probes": ("accuracy", "level_accuracy"), "pixel statistics": ("pixel_accuracy", "pixel_level_accuracy")}

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from compgen import TupleConditionedDiT, TupleConditionedUNet2DModel, get_split_preset
-from compgen.evaluation.rescore import load_run_pipeline
+from compgen.analysis.rescore import load_run_pipeline
 from compgen.models.config_bounds import check_config_bounds, check_model_directory
 
 SPACE = get_split_preset("H32-train1").space.to_dict()

@@ -17,9 +17,9 @@ from safetensors.torch import load_file
 from test_failure_modes import steps, task, train
 
 from compgen import TupleConditionedDDPMPipeline, TupleConditionedUNet2DModel
+from compgen.analysis.rescore import evaluate_run
+from compgen.analysis.rescore import main as evaluate_main
 from compgen.concepts import shapes_space
-from compgen.evaluation.rescore import evaluate_run
-from compgen.evaluation.rescore import main as evaluate_main
 from compgen.shapes import shapes_continuous_concepts
 from compgen.training.checkpoint import CheckpointError, list_checkpoints
 from compgen.training.config import TrainingConfig

@@ -123,8 +123,8 @@ def test_eval_steps_held_decides_from_the_fine_tuning_phase_after_its_boundary(s
 def test_reports_of_a_fine_tuning_run_are_of_its_own_phase(source_run, tmp_path, capsys):
     """A results-folder arm, the quick start's report, the model card and a checkpoint's re-score of a fine-tuning run
     read its own records and steps, never its source's (whose records open its log)."""
-    from compgen.evaluation.rescore import resolve_run
-    from compgen.evaluation.results_folder import write_results
+    from compgen.analysis.rescore import resolve_run
+    from compgen.analysis.results_folder import write_results
     from compgen.quickstart import main as quickstart_main
 
     out = tmp_path / "fine-tuned"

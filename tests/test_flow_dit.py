@@ -225,7 +225,7 @@ def test_the_script_trains_exports_and_the_export_reloads(flow_run):
 
 
 def test_a_flow_run_is_rescored_with_its_evaluations_sampler(flow_run):
-    from compgen.evaluation.rescore import evaluate_run
+    from compgen.analysis.rescore import evaluate_run
 
     last = json.loads((flow_run / "run" / "learning_dynamics.jsonl").read_text().splitlines()[-1])
     record = evaluate_run(flow_run / "run", images_per_class=2)

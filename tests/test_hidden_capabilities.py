@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from compgen import TupleConditionedUNet2DModel, get_split_preset, shapes
-from compgen.evaluation.hidden_capabilities import value_sweep
+from compgen.analysis.hidden_capabilities import value_sweep
 from compgen.shapes import RenderConfig, render_classes, shapes_continuous_concepts
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -86,7 +86,7 @@ def test_far_off_values_are_refused_and_non_finite_samples_never_scored(monkeypa
 
 
 def test_the_command_refuses_a_run_without_export_a_missing_checkpoint_and_a_directory_output(tmp_path, capsys):
-    from compgen.evaluation.hidden_capabilities import main
+    from compgen.analysis.hidden_capabilities import main
 
     argv = ["--concepts", "111", "--variable", "size", "--values", "1.6"]
     with pytest.raises(SystemExit):

@@ -1,4 +1,4 @@
-"""Paper B's mechanism measures (compgen.evaluation.mechanism) on constructed transformers whose answer is known."""
+"""Paper B's mechanism measures (compgen.analysis.mechanism) on constructed transformers whose answer is known."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import pytest
 import torch
 
 from compgen import MaskGITPipeline, MaskGITScheduler, MaskGITTransformer
-from compgen.evaluation import mechanism
-from compgen.evaluation.mechanism import (
+from compgen.analysis.mechanism import (
     circuit_overlap,
     concept_responses,
     polysemanticity,
     transformer_internals,
 )
+from compgen.evaluation import mechanism
 
 SPACE = {"shape": ["circle", "triangle"], "color": ["red", "blue"], "size": ["large", "small"]}
 BLOCK = 8  # hidden dimensions per concept variable

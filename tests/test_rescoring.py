@@ -1,4 +1,4 @@
-"""Re-scoring trained runs: ``compgen.evaluation.rescore`` reproduces the training evaluation and scores a
+"""Re-scoring trained runs: ``compgen.analysis.rescore`` reproduces the training evaluation and scores a
 checkpoint's online weights or other sampler options; ``gate_diagnostics`` measures the U-Net's gates per class."""
 
 import json
@@ -9,9 +9,9 @@ import torch
 from conftest import reset_accelerate_state
 from repo_scripts import load_repo_script
 
-from compgen.evaluation.gate_diagnostics import main as gates_main
-from compgen.evaluation.rescore import evaluate_run
-from compgen.evaluation.rescore import main as evaluate_main
+from compgen.analysis.gate_diagnostics import main as gates_main
+from compgen.analysis.rescore import evaluate_run
+from compgen.analysis.rescore import main as evaluate_main
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -172,8 +172,8 @@ def test_gate_diagnostics_measure_the_full_resolution_gate_too(modulation):
     from diffusers import DDPMScheduler
 
     from compgen import shapes_space
+    from compgen.analysis.gate_diagnostics import gate_statistics
     from compgen.concepts import ConceptGraph
-    from compgen.evaluation.gate_diagnostics import gate_statistics
     from compgen.models.tuple_unet import TupleConditionedUNet2DModel
 
     space = shapes_space()

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from compgen import get_split_preset
+from compgen.analysis.stress_suite import stress_test
 from compgen.concepts import shapes_space
 from compgen.evaluation.corruptions import GENERATOR_LEVELS, SEVERITIES
 from compgen.evaluation.objects import check_objects
 from compgen.evaluation.pixel_scorer import PixelStatisticsScorer
 from compgen.evaluation.probes import default_shapes_probes
-from compgen.evaluation.stress_suite import stress_test
 from compgen.evaluation.tracker import LearningDynamicsTracker
 from compgen.shapes import PAPER_COLOR_JITTER, PAPER_SIZE_JITTER, REFERENCE_STYLES, RenderConfig, render_classes
 

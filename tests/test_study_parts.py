@@ -7,7 +7,7 @@ import pytest
 from conftest import reset_accelerate_state
 from test_study_changes import spec
 
-from compgen.evaluation.results_folder import write_results
+from compgen.analysis.results_folder import write_results
 from compgen.studies import Study, run_study
 
 pytestmark = pytest.mark.usefixtures("single_thread")

@@ -269,8 +269,8 @@ def test_the_tokenizer_flags_old_names_are_deprecated_aliases():
 def test_the_evaluation_temperature_is_logged_and_a_rescore_sweeps_it(trained_run, tmp_path, capsys):
     """The log keeps the MaskGIT evaluation's Gumbel temperature (re-scoring used the pipeline's default before), the
     re-score reproduces the training evaluation with it, and ``--temperature`` samples with another one."""
-    from compgen.evaluation.rescore import evaluate_run
-    from compgen.evaluation.rescore import main as rescore_main
+    from compgen.analysis.rescore import evaluate_run
+    from compgen.analysis.rescore import main as rescore_main
 
     last = json.loads((trained_run / "learning_dynamics.jsonl").read_text().splitlines()[-1])
     assert last["sampling"]["temperature"] == 2.0 and last["sampling"]["num_inference_steps"] == 3

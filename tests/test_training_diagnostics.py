@@ -1,4 +1,4 @@
-"""A run's training scalars beneath its accuracy (compgen.evaluation.training_diagnostics)."""
+"""A run's training scalars beneath its accuracy (compgen.analysis.training_diagnostics)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from compgen.analysis.training_diagnostics import layer_keys, plot_training_diagnostics, summarize_diagnostics
 from compgen.evaluation import training_diagnostics
-from compgen.evaluation.training_diagnostics import layer_keys, plot_training_diagnostics, summarize_diagnostics
 
 
 def scalars():

@@ -1,6 +1,6 @@
 """The adversarial split's summary.json and plots: every class through both phases, both scorers.
 
-    python results/paper-a-adversarial/make_summary.py   # reads logs/ (compgen.evaluation.results_folder output)
+    python results/paper-a-adversarial/make_summary.py   # reads logs/ (compgen.analysis.results_folder output)
 
 Per seed: each class's accuracy at the end of the first phase (okawa-fail1), at the fine-tuning runs' first evaluation
 (the loaded weights, before any update) and at their end, per arm (the same learning rate, a tenth of it); the

@@ -2,7 +2,7 @@
 
     python results/paper-a-frequency/make_summary.py   # reads colour/summary.json and shape/summary.json
 
-Each sweep folder is ``python -m compgen.evaluation.results_folder`` output of one study
+Each sweep folder is ``python -m compgen.analysis.results_folder`` output of one study
 (``studies/paper_a_frequency_*.yaml``): one run per N and seed, named
 ``unet__full__h32-train1-<class>-x<N>__seed<S>``. Per sweep, level and scorer: the final accuracy per N (each seed
 and the mean), and the critical N, the smallest N from which every mean final accuracy is at least 0.9 (``None``:

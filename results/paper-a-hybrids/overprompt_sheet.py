@@ -1,5 +1,5 @@
 """Samples of classes at several values of one continuous concept (the images behind
-``compgen.evaluation.hidden_capabilities``), one row per class and value.
+``compgen.analysis.hidden_capabilities``), one row per class and value.
 
     python results/paper-a-hybrids/overprompt_sheet.py RUN_DIR OUT.png --concepts 100 110 --variable size \
         --values 2.2 2.45 2.7 [--images 8]
@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw
 
-from compgen.evaluation.rescore import load_run_pipeline
+from compgen.analysis.rescore import load_run_pipeline
 from compgen.images import unit_to_uint8
 
 

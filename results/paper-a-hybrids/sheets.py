@@ -2,7 +2,7 @@
 
     python results/paper-a-hybrids/sheets.py OUT.png NAME=SAMPLE_DIR [NAME=SAMPLE_DIR ...] [--per_class 4]
 
-A SAMPLE_DIR holds ``samples_step*.npz`` files (a training run's ``samples/``, or ``compgen.evaluation.rescore
+A SAMPLE_DIR holds ``samples_step*.npz`` files (a training run's ``samples/``, or ``compgen.analysis.rescore
 --sample_dir``); the last step's file is drawn.
 """
 

@@ -2,7 +2,7 @@
 draws: is a seed's miss the model's, or the evaluation's sampling?
 
     # for each run:
-    python -m compgen.evaluation.rescore RUN_DIR --images_per_class 200 --seed 1 --output DIR/ARM_seedS.json
+    python -m compgen.analysis.rescore RUN_DIR --images_per_class 200 --seed 1 --output DIR/ARM_seedS.json
     python results/paper-a-seeds/collect_rescores.py DIR STUDY_DIR... --output FILE.json
 
 Per arm and seed: the held-out classes 101 and 111 by both scorers and the level-2 fidelity in the run's own last
@@ -49,7 +49,7 @@ def main() -> None:
                                             "largest_class_change": round(change, 4)}
     for seeds in result.values():
         seeds["largest_class_change_over_seeds"] = max(entry["largest_class_change"] for entry in seeds.values())
-    command = ("python -m compgen.evaluation.rescore RUN_DIR --images_per_class 200 --seed 1 (the export: EMA weights "
+    command = ("python -m compgen.analysis.rescore RUN_DIR --images_per_class 200 --seed 1 (the export: EMA weights "
                "at step 800, the evaluation's sampler and precision)")
     Path(args.output).write_text(json.dumps({"command": command, "arms": result}, indent=1) + "\n")
     for arm, seeds in result.items():

@@ -2,7 +2,7 @@
 
     python results/paper-a-sizes/make_summary.py results/paper-a-sizes
 
-Reads the folder's ``summary.json`` and ``logs/`` (written by ``python -m compgen.evaluation.results_folder``) and the
+Reads the folder's ``summary.json`` and ``logs/`` (written by ``python -m compgen.analysis.results_folder``) and the
 baselines, the README's command on the default data, from ``results/paper-a-seeds/`` (:data:`BASELINES`: ten seeds
 on H32-train1, three on H32-train2, each with its own date and machine). Per arm (model of
 ``studies/paper_a_sizes.yaml`` and its split): per seed whether Paper A's headline holds by compgen's strict criterion

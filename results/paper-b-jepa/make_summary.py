@@ -20,9 +20,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "src"))
 
+from compgen.analysis.training_diagnostics import summarize_diagnostics  # noqa: E402
 from compgen.evaluation.figure_style import level_color, save_figure, subplots  # noqa: E402
 from compgen.evaluation.tracker import read_log  # noqa: E402
-from compgen.evaluation.training_diagnostics import summarize_diagnostics  # noqa: E402
 
 SCORERS = {"probes": "level_accuracy", "pixel statistics": "pixel_level_accuracy"}
 PAPER_B = {

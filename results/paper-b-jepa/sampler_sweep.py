@@ -19,9 +19,9 @@ from pathlib import Path
 
 from diffusers import VQModel
 
+from compgen.analysis.rescore import evaluate_run
 from compgen.atomic_io import atomic_write_text, output_file_problem
 from compgen.data.loading import load_concept_dataset, split_tensors
-from compgen.evaluation.rescore import evaluate_run
 from compgen.evaluation.tokenizer_report import code_coverage
 
 TEMPERATURES = (0.0, 2.0, 4.5, 8.0)

@@ -2,7 +2,7 @@
 
 A row names (by dotted path, so that reading the table imports nothing heavy) the family's model, its pipeline and the
 pipeline component that holds the model, its training task, the example script that trains it and the Hub entry file
-in ``custom_pipelines/``. ``compgen``'s lazy exports and re-scoring's pipelines (``compgen.evaluation.rescore``) are
+in ``custom_pipelines/``. ``compgen``'s lazy exports and re-scoring's pipelines (``compgen.analysis.rescore``) are
 built from it; ``tests/unit/test_families.py`` holds the tasks' exports, the contract tests' table
 (``tests/model_families.py``), ``custom_pipelines/``, the examples and ARCHITECTURE.md to it. A new family is a row
 here plus its model, pipeline, task, script, Hub entry file, test row and docs (ARCHITECTURE.md, "A new model family").

@@ -24,7 +24,7 @@ def load(path: str):
 def test_every_part_of_a_family_exists_and_fits(family: ModelFamily):
     from diffusers import DiffusionPipeline, ModelMixin
 
-    from compgen.evaluation.rescore import PIPELINES
+    from compgen.analysis.rescore import PIPELINES
     from compgen.training import tasks
 
     model, pipeline, task = load(family.model), load(family.pipeline), load(family.task)

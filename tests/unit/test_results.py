@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from compgen.evaluation.results_folder import run_summary, unbacked_numbers
+from compgen.analysis.results_folder import run_summary, unbacked_numbers
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = sorted(path.parent for path in (REPO / "results").glob("*/README.md"))
@@ -78,7 +78,7 @@ def test_the_check_would_have_caught_the_misstated_paper_b_statistics_and_pointe
 def test_a_study_directory_copied_from_where_it_ran_still_yields_its_cells(tmp_path):
     """A study's summary names each cell by the absolute path it ran in (a cluster's or a GPU machine's /tmp); a copy
     of the study directory elsewhere finds its cells under its own ``cells/``."""
-    from compgen.evaluation.results_folder import collect_runs
+    from compgen.analysis.results_folder import collect_runs
 
     study = tmp_path / "copied-study"
     cell = study / "cells" / "dit__full__h32__seed0"
@@ -94,7 +94,7 @@ def test_a_study_directory_copied_from_where_it_ran_still_yields_its_cells(tmp_p
 def test_two_runs_of_one_name_are_refused_and_a_study_name_cannot_leave_the_folder(tmp_path):
     """Two studies whose cells share a name would give one results-folder log for two runs; a study named like a path
     would write its overlays outside ``--output``. Both are refused, naming the problem."""
-    from compgen.evaluation.results_folder import collect_runs, write_results
+    from compgen.analysis.results_folder import collect_runs, write_results
 
     def study(directory: Path, name: str) -> Path:
         cell = directory / "cells" / "dit__full__h32__seed0"
@@ -119,7 +119,7 @@ def test_two_runs_of_one_name_are_refused_and_a_study_name_cannot_leave_the_fold
 @pytest.mark.parametrize("content", ['{"a": 1}\n', "{torn\n{}\n", "[1]\n"])
 def test_a_foreign_or_torn_log_is_a_usage_error_before_anything_is_written(tmp_path, capsys, content):
     """A sibling of issue 42, case 18, in the results-folder command: a traceback after ``logs/`` was made."""
-    from compgen.evaluation.results_folder import main
+    from compgen.analysis.results_folder import main
 
     log = tmp_path / "run.jsonl"
     log.write_text(content)
@@ -131,7 +131,7 @@ def test_a_foreign_or_torn_log_is_a_usage_error_before_anything_is_written(tmp_p
 
 def test_an_arm_with_no_run_or_a_run_named_twice_is_refused_before_anything_is_written(tmp_path, capsys):
     """``--arm A r r`` would count one run as two seeds (spread 0); ``--arm A`` alone failed after ``logs/``."""
-    from compgen.evaluation.results_folder import main
+    from compgen.analysis.results_folder import main
 
     log = tmp_path / "run.jsonl"
     log.write_text(json.dumps(_records([1.0])[0]) + "\n")
@@ -166,7 +166,7 @@ EVERY_README = sorted(path.parent for path in (REPO / "results").rglob("README.m
 @pytest.mark.parametrize("folder", EVERY_README, ids=[str(path.relative_to(REPO / "results")) for path in EVERY_README])
 def test_every_count_a_results_readme_states_is_the_count_its_data_give(folder):
     """Each "k of n" in a folder README is covered by a claim in its claims.json whose pointers give k and n."""
-    from compgen.evaluation.claims import CLAIMS_FILE, claim_problems, load_claims
+    from compgen.analysis.claims import CLAIMS_FILE, claim_problems, load_claims
 
     readme = (folder / "README.md").read_text()
     assert claim_problems(readme, load_claims(folder / CLAIMS_FILE), folder, REPO) == []
@@ -174,14 +174,14 @@ def test_every_count_a_results_readme_states_is_the_count_its_data_give(folder):
 
 @pytest.mark.parametrize("document", ["README.md", "results/INDEX.md"])
 def test_every_count_the_readme_and_the_index_state_is_the_count_a_folder_gives(document):
-    from compgen.evaluation.claims import claim_problems
+    from compgen.analysis.claims import claim_problems
 
     claims = json.loads((REPO / "results" / "claims.json").read_text())["documents"][document]
     assert claim_problems((REPO / document).read_text(), claims, REPO, REPO) == []
 
 
 def test_a_count_changed_in_a_readme_fails_until_its_data_change(tmp_path):
-    from compgen.evaluation.claims import claim_problems
+    from compgen.analysis.claims import claim_problems
 
     (tmp_path / "distribution.json").write_text(json.dumps({"touching": {"held": {"0": False, "1": True, "2": True},
                                                                          "seeds": [0, 1, 2]}}))
@@ -202,7 +202,7 @@ def test_a_count_changed_in_a_readme_fails_until_its_data_change(tmp_path):
 
 
 def test_a_decimal_before_of_is_not_a_count():
-    from compgen.evaluation.claims import COUNT_PATTERN
+    from compgen.analysis.claims import COUNT_PATTERN
 
     assert [m.group(0) for m in COUNT_PATTERN.finditer("up to 0.06 of 50, and 3 of 10, 13 seeds of 20")] == [
         "3 of 10", "13 seeds of 20"]

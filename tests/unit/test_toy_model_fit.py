@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
+from compgen.analysis.toy_model_fit import main, toy_model_fit
 from compgen.evaluation.emergence import concept_curve
-from compgen.evaluation.toy_model_fit import main, toy_model_fit
 
 SPACE = {"shape": ["circle", "triangle"], "color": ["red", "blue"], "size": ["large", "small"]}
 LEVELS = {"000": 0, "001": 0, "010": 0, "100": 0, "011": 1, "101": 1, "110": 1, "111": 2}

@@ -4,12 +4,12 @@ the fidelity measure reads colour strength against real renders."""
 import numpy as np
 import pytest
 
+from compgen.analysis.results_folder import run_summary
+from compgen.analysis.stress_suite import typicality_test
 from compgen.concepts import get_split_preset
 from compgen.evaluation import typicality
 from compgen.evaluation.probes import default_shapes_probes
-from compgen.evaluation.results_folder import run_summary
 from compgen.evaluation.scoring import ImageScorer
-from compgen.evaluation.stress_suite import typicality_test
 from compgen.evaluation.tracker import LearningDynamicsTracker, renderer_generator
 from compgen.shapes import render_reference
 from compgen.training.model_card import results_markdown

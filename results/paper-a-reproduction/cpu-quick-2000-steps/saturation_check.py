@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from diffusers import DDIMScheduler
 
+from compgen.analysis.rescore import load_run_pipeline
 from compgen.data.concept_graph_builder import build_concept_graph_dataset
-from compgen.evaluation.rescore import load_run_pipeline
 
 
 def colour_strength(images: np.ndarray) -> np.ndarray:

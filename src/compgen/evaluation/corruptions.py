@@ -6,7 +6,7 @@ serve twice:
 
 - as training augmentations of the concept probes (:class:`ProbeAugmentation`), so that the probes judge the object
   and not the rendering quality;
-- as the stress suite (:mod:`compgen.evaluation.stress_suite`) that checks every scorer on real renders with known
+- as the stress suite (:mod:`compgen.analysis.stress_suite`) that checks every scorer on real renders with known
   classes (``tests/test_scorer_robustness.py``, ``docs/evaluation.md``).
 
 Each corruption works on float ``(N, 3, H, W)`` images in [0, 1] and draws its randomness from a

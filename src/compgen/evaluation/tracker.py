@@ -113,7 +113,7 @@ class LearningDynamicsTracker:
         """Generate, score and log one evaluation; returns the record (also appended to ``self.records``).
 
         ``sampling`` (the sampler options ``generate`` used, e.g. ``{"num_inference_steps": 20}``) is kept in the
-        record, so that a later re-scoring (``compgen.evaluation.rescore``) reproduces it."""
+        record, so that a later re-scoring (``compgen.analysis.rescore``) reproduces it."""
         eval_start = time.perf_counter()
         n = self.num_images_per_class
         requested = [name for name in self.class_names for _ in range(n)]

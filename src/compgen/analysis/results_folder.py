@@ -1,6 +1,6 @@
 """Results folders: the logs, numbers and figures behind every result the docs report, in one place per experiment.
 
-    python -m compgen.evaluation.results_folder LOG_OR_STUDY_DIR [...] --output results/NAME --machine "..." [--date D]
+    python -m compgen.analysis.results_folder LOG_OR_STUDY_DIR [...] --output results/NAME --machine "..." [--date D]
 
 writes ``results/NAME/logs/*.jsonl`` (the learning-dynamics logs; ``training_logs/`` the training scalars of runs that
 logged them), ``summary.json`` (per run: final, best and first
@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic_io import atomic_write_text
-from .compare import SCORERS, Records, arm_summaries, headline_held, rose_then_collapsed
-from .curves import first_step_at
-from .tracker import own_records, read_log
+from ..evaluation.compare import SCORERS, Records, arm_summaries, headline_held, rose_then_collapsed
+from ..evaluation.curves import first_step_at
+from ..evaluation.tracker import own_records, read_log
 
 
 def run_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -94,7 +94,7 @@ def seed_statistics(final: Sequence[float], best: Sequence[float],
 def arm_statistics(arms: dict[str, Sequence[str]], summary: dict[str, Any],
                    thresholds: Sequence[float] = (0.5, 0.9)) -> dict[str, Any]:
     """``{arm: {scorer: {level: seed_statistics}}}`` for arms given as lists of run names of ``summary["runs"]``."""
-    from .compare import summarize_arm
+    from ..evaluation.compare import summarize_arm
 
     out: dict[str, Any] = {}
     for arm, names in arms.items():
@@ -156,7 +156,7 @@ def write_results(sources: Sequence[str | Path], output: str | Path, machine: st
                   figures: Sequence[str] = (), arms: dict[str, Sequence[str]] | None = None) -> dict[str, Any]:
     """Copy the logs of ``sources`` into ``output/logs``, write ``output/summary.json``, the studies' overlays and,
     for the runs named in ``figures``, every plot of :func:`~compgen.evaluation.plots.plot_all`."""
-    from .plots import plot_all
+    from ..evaluation.plots import plot_all
     from .training_diagnostics import TRAINING_LOG, plot_training_diagnostics
 
     output = Path(output)

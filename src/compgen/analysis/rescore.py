@@ -1,6 +1,6 @@
 """Score a trained pipeline (or one of its checkpoints) with compgen's evaluation, under chosen sampling options.
 
-    python -m compgen.evaluation.rescore RUN_DIR [--num_inference_steps 50] [--guidance_scale 1]
+    python -m compgen.analysis.rescore RUN_DIR [--num_inference_steps 50] [--guidance_scale 1]
         [--concept_values canonical|sampled] [--checkpoint checkpoint-2000 --weights online|ema]
         [--images_per_class 50] [--seed 0] [--mixed_precision no|bf16] [--output FILE.json]
 
@@ -33,11 +33,11 @@ from safetensors.torch import load_file
 
 from ..atomic_io import atomic_write_text, output_file_problem, safetensors_problem
 from ..concepts import ConceptGraph
+from ..evaluation.sampling_precision import sampling_precision
 from ..families import pipelines
 from ..images import unit_to_uint8
 from ..models.transformer_block import convert_legacy_block_weights
 from ..pipelines.concept_inputs import check_temperature
-from .sampling_precision import sampling_precision
 
 PIPELINES = pipelines()
 """Every family's pipeline (``compgen.families``): its module and the component holding the model."""
@@ -126,7 +126,7 @@ def resolve_run(run_dir: str | Path, checkpoint: str | None = None, weights: str
     """Check that ``run_dir`` is a scorable run (and ``checkpoint`` one of its checkpoints, with ``weights``) before
     any work; returns its last evaluation record, the checkpoint directory (or ``None``) and the step it scores (the
     checkpoint's, else the export's). Raises ``ValueError`` saying what is missing."""
-    from .tracker import read_log
+    from ..evaluation.tracker import read_log
 
     run_dir = Path(run_dir)
     if not (run_dir / "model_index.json").is_file():
@@ -188,8 +188,8 @@ def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, gu
     temperature), to sweep it on one set of weights."""
     from diffusers import DDIMScheduler
 
-    from .probes import default_shapes_probes
-    from .tracker import LearningDynamicsTracker, graph_from_record
+    from ..evaluation.probes import default_shapes_probes
+    from ..evaluation.tracker import LearningDynamicsTracker, graph_from_record
 
     if weights == "online" and checkpoint is None:
         raise ValueError("--weights online needs --checkpoint: an export holds only the weights it was saved with")

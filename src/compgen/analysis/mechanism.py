@@ -21,7 +21,7 @@ grid with some tokens masked and the concepts of a class; its counterfactual cha
 Inputs: the model's own samples of every class of its concept space (decoded, re-encoded by its tokenizer), each
 masked at ``mask_ratio`` by a seeded random mask that the counterfactual shares.
 
-    python -m compgen.evaluation.mechanism runs/maskgit runs/maskgit-jepa --labels MaskGIT "MaskGIT + JEPA" \
+    python -m compgen.analysis.mechanism runs/maskgit runs/maskgit-jepa --labels MaskGIT "MaskGIT + JEPA" \
         --output results/paper-b-jepa/mechanism
 """
 
@@ -195,7 +195,7 @@ def measure(pipeline: Any, num_images_per_class: int = 16, mask_ratio: float = 0
 
 def plot_mechanism(records: dict[str, dict[str, Any]], path: Path) -> None:
     """Per layer, polysemantic heads and circuit overlap of each labelled record, side by side."""
-    from .figure_style import save_figure, subplots
+    from ..evaluation.figure_style import save_figure, subplots
 
     fig, (ax_heads, ax_jaccard) = subplots(1, 2, figsize=(10, 3.6))
     for label, record in records.items():

@@ -1,6 +1,6 @@
 """The stress suite: how well a scorer reads corrupted real renders, per corruption and severity level.
 
-    python -m compgen.evaluation.stress_suite [--probes_path DIR] [--split_preset H32-train1] [--json FILE]
+    python -m compgen.analysis.stress_suite [--probes_path DIR] [--split_preset H32-train1] [--json FILE]
 
 renders real images of every class in every render style (flat polygons, shaded solids) with a seed no scorer was
 trained on, corrupts them with every corruption of :mod:`compgen.evaluation.corruptions` at levels 1-5 and prints
@@ -21,8 +21,8 @@ import numpy as np
 
 from ..cli import ArgumentParser
 from ..concepts import ConceptSpace, get_split_preset
-from .corruptions import SEVERITIES, corrupt, to_uint8
-from .scoring import ImageScorer
+from ..evaluation.corruptions import SEVERITIES, corrupt, to_uint8
+from ..evaluation.scoring import ImageScorer
 
 STRESS_COLOR_JITTER = 0.2
 """Colour spread of the stress suite's renders under ``color_shift``: the dataset's +-0.35 already reaches the edge of
@@ -83,9 +83,9 @@ def typicality_test(
     reads its class. A hybrid (:func:`~compgen.evaluation.typicality.render_hybrids`, grouped by its solid object's
     size and shape) or a pale object (:func:`~compgen.evaluation.typicality.render_pale`) is rejected when a scorer
     reads neither it as its class nor as the class of its ghost's shape (a failed check gives every concept ``-1``)."""
+    from ..evaluation.corruptions import GENERATOR_LEVELS
+    from ..evaluation.typicality import HYBRID_OPACITIES, PALE_STRENGTHS, render_hybrids, render_pale
     from ..shapes import render_reference
-    from .corruptions import GENERATOR_LEVELS
-    from .typicality import HYBRID_OPACITIES, PALE_STRENGTHS, render_hybrids, render_pale
 
     classes = np.repeat(np.array(space.all_classes(), dtype=np.int64), images_per_class, axis=0)
     shape, size = space.names.index("shape"), space.names.index("size")
@@ -145,9 +145,9 @@ def stress_markdown(results: dict[str, dict[str, dict[str, float]]], concept: st
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, dict]:
+    from ..evaluation.pixel_scorer import PixelStatisticsScorer
+    from ..evaluation.probes import ConceptProbes, default_shapes_probes
     from ..shapes import REFERENCE_STYLES
-    from .pixel_scorer import PixelStatisticsScorer
-    from .probes import ConceptProbes, default_shapes_probes
 
     parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--split_preset", default="H32-train1", help="the concept graph whose space is rendered")

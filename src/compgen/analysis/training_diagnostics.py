@@ -5,7 +5,7 @@ targets (the collapse check) and the ratio of the two objectives' gradient norms
 (:class:`~compgen.training.tasks.maskgit.MaskGITTask`). This module draws them beneath the per-level accuracy by both
 scorers on one log-scaled step axis, and summarises them over windows of steps for results folders.
 
-    python -m compgen.evaluation.training_diagnostics RUN_DIR --output RUN_DIR/diagnostics.png
+    python -m compgen.analysis.training_diagnostics RUN_DIR --output RUN_DIR/diagnostics.png
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from .figure_style import level_color, save_figure, subplots
-from .tracker import read_log
+from ..evaluation.figure_style import level_color, save_figure, subplots
+from ..evaluation.tracker import read_log
 
 TRAINING_LOG = "training_log.jsonl"
 

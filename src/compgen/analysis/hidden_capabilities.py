@@ -1,7 +1,7 @@
 """Is a failed class's capability lost or only hidden? Sample it with its continuous values pushed off their class
 values ("over-prompting", Park et al. 2024, "Emergence of Hidden Capabilities") and score what comes out.
 
-    python -m compgen.evaluation.hidden_capabilities RUN_DIR --concepts 111 --variable size \
+    python -m compgen.analysis.hidden_capabilities RUN_DIR --concepts 111 --variable size \
         --values 1.3 1.6 1.9 2.2 [--images 50] [--checkpoint checkpoint-2000 --weights ema] [--output FILE.json]
 
 ``full``-conditioning models are conditioned at test time on each class's canonical values (Paper A's protocol). A
@@ -36,8 +36,8 @@ def value_sweep(pipeline, denoiser: str, concepts: str, variable: str, values: S
     not all finite is a model failure: its row holds only that share, nothing is scored. A value far outside the
     variable's class values (:func:`value_range`) is refused.
     """
-    from .probes import default_shapes_probes
-    from .scoring import ImageScorer
+    from ..evaluation.probes import default_shapes_probes
+    from ..evaluation.scoring import ImageScorer
 
     model = getattr(pipeline, denoiser)
     embedding = model.concept_embedding

@@ -6,7 +6,7 @@ In Paper A's U-Net (``TupleConditionedUNet2DModel``) the per-variable concept em
 a sum the model never saw; if it points where the training sums never pointed, or shrinks, it can scale the features
 toward zero and the denoiser draws an empty frame.
 
-    python -m compgen.evaluation.gate_diagnostics MODEL_DIR [--noise_step 250] [--markdown FILE]
+    python -m compgen.analysis.gate_diagnostics MODEL_DIR [--noise_step 250] [--markdown FILE]
 
 prints, per class and decoder stage: the gate's RMS, the cosine similarity to the nearest training class's gate, the
 fraction of channels whose gate is near zero (|gate| < 0.05, or |1 + gate| < 0.05 for ``film`` and ``scale_shift``),
@@ -118,8 +118,8 @@ def gate_markdown(result: dict[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from diffusers import DDPMScheduler
 
+    from ..evaluation.tracker import graph_from_record, read_log
     from ..models.tuple_unet import TupleConditionedUNet2DModel
-    from .tracker import graph_from_record, read_log
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model_dir", help="a training run's output directory (pipeline and learning_dynamics.jsonl)")

@@ -1,6 +1,6 @@
 """The toy model of multiplicative emergence fitted to a real run (Okawa et al. 2023, Sec. 4 and Fig. 7).
 
-    python -m compgen.evaluation.toy_model_fit runs/unet/learning_dynamics.jsonl [...] --output results/NAME
+    python -m compgen.analysis.toy_model_fit runs/unet/learning_dynamics.jsonl [...] --output results/NAME
 
 Each concept of each class is learned at a step with probability ``p`` (and never forgotten), so the class's accuracy
 on that concept is ``chance + (1 - chance) (1 - (1 - p)^t)``; ``p`` is fitted to the run's per-concept probe curve by
@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from .emergence import concept_curve, fit_concept_rates
-from .tracker import own_records, read_log
+from ..evaluation.emergence import concept_curve, fit_concept_rates
+from ..evaluation.tracker import own_records, read_log
 
 
 def toy_model_fit(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -74,7 +74,7 @@ def toy_model_fit(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def plot_toy_model_fit(fit: dict[str, Any], path: str | os.PathLike, title: str | None = None) -> None:
     """Measured (solid: probes, dotted: pixel scorer) against predicted (dashed) multiplicative accuracy per level,
     the errors in the legend."""
-    from .figure_style import level_color, save_figure, subplots
+    from ..evaluation.figure_style import level_color, save_figure, subplots
 
     fig, ax = subplots(figsize=(6, 4))
     for level, row in fit["levels"].items():
