@@ -8,13 +8,13 @@ import pytest
 import torch
 
 from compgen import MaskGITPipeline, MaskGITScheduler, MaskGITTransformer
+from compgen.analysis import mechanism
 from compgen.analysis.mechanism import (
     circuit_overlap,
     concept_responses,
     polysemanticity,
     transformer_internals,
 )
-from compgen.evaluation import mechanism
 
 SPACE = {"shape": ["circle", "triangle"], "color": ["red", "blue"], "size": ["large", "small"]}
 BLOCK = 8  # hidden dimensions per concept variable

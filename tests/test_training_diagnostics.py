@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from compgen.analysis import training_diagnostics
 from compgen.analysis.training_diagnostics import layer_keys, plot_training_diagnostics, summarize_diagnostics
-from compgen.evaluation import training_diagnostics
 
 
 def scalars():
