@@ -18,7 +18,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "src"))
 
-from compgen.evaluation.compare import SCORERS, headline_held  # noqa: E402
+from compgen.evaluation.compare import headline_measures  # noqa: E402
 from compgen.evaluation.tracker import read_log  # noqa: E402
 
 CRITERION = ("headline_held(records, min_fidelity=None): every level >= 0.9 by both scorers at each of the last three "
@@ -28,18 +28,10 @@ PROBES_ONLY = "headline_held(records, scorers=('probes',), min_fidelity=None): P
 
 
 def judge(records: list[dict]) -> dict:
-    verdict = headline_held(records, min_fidelity=None)
-    return {
-        "fidelity_logged": "fidelity_level" in records[-1],
-        "held": verdict["held"],
-        "held_by_probes_only": headline_held(records, scorers=("probes",), min_fidelity=None)["held"],
-        "steps": verdict["steps"],
-        "lowest_accuracy": {level: round(value, 4) for level, value in verdict["lowest_accuracy"].items()},
-        "last_three_evaluations": {
-            str(record["step"]): {scorer: {level: round(float(value), 4) for level, value in record[key].items()}
-                                  for scorer, key in SCORERS.items() if key in record}
-            for record in records[-3:]},
-    }
+    """The measures of one run without the fidelity (these logs have none), and its last three evaluations."""
+    measures = headline_measures(records)
+    return {"fidelity_logged": measures["fidelity_logged"], "held": measures["held_without_fidelity"]} | {
+        key: measures[key] for key in ("held_by_probes_only", "steps", "lowest_accuracy", "last_three_evaluations")}
 
 
 def main() -> None:

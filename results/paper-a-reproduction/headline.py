@@ -20,7 +20,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "src"))
 
-from compgen.evaluation.compare import SCORERS, headline_held  # noqa: E402
+from compgen.evaluation.compare import headline_measures  # noqa: E402
 from compgen.evaluation.tracker import read_log  # noqa: E402
 
 CRITERION = ("compgen.evaluation.compare.headline_held: every level >= 0.9 by both scorers at each of the last three "
@@ -38,22 +38,12 @@ def split_and_seed(run: str) -> tuple[str, int]:
 
 def judge(records: list[dict]) -> dict:
     """Every measure of one run, and the accuracies per level and scorer at its last three evaluations."""
-    fidelity_logged = "fidelity_level" in records[-1]
-    strict = headline_held(records)
-    verdict = {
-        "fidelity_logged": fidelity_logged,
-        "held": strict["held"] if fidelity_logged else None,
-        "held_both_scorers_without_fidelity": headline_held(records, min_fidelity=None)["held"],
-        "held_by_probes_only": headline_held(records, scorers=("probes",), min_fidelity=None)["held"],
-        "steps": strict["steps"],
-        "lowest_accuracy": {level: round(value, 4) for level, value in strict["lowest_accuracy"].items()},
-        "fidelity": strict["fidelity"],
-        "last_three_evaluations": {
-            str(record["step"]): {scorer: {level: round(float(value), 4) for level, value in record[key].items()}
-                                  for scorer, key in SCORERS.items() if key in record}
-            for record in records[-3:]},
-    }
-    if fidelity_logged:
+    measures = headline_measures(records)
+    verdict = {key: measures[key] for key in ("fidelity_logged", "held")}
+    verdict["held_both_scorers_without_fidelity"] = measures["held_without_fidelity"]
+    verdict |= {key: measures[key] for key in ("held_by_probes_only", "steps", "lowest_accuracy", "fidelity",
+                                               "last_three_evaluations")}
+    if measures["fidelity_logged"]:
         verdict["fidelity_at_last_three"] = {str(r["step"]): r.get("fidelity_level") for r in records[-3:]}
     return verdict
 

@@ -20,14 +20,13 @@ It reads only files already written; nothing is trained or sampled.
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "src"))
 
-from compgen.evaluation.compare import headline_held  # noqa: E402
+from compgen.evaluation.compare import fisher_exact_p, headline_held  # noqa: E402
 from compgen.evaluation.tracker import read_log  # noqa: E402
 
 FOLDERS = ("cpu-bf16", "cpu-fp32", "candidates", "film-splits", "fullres-splits", "causes/seed-streams")
@@ -124,19 +123,6 @@ def seeds_across_arms(arms: dict[str, dict]) -> dict | None:
             "held_runs": sum(sum(held.values()) for held in ten.values()), "runs": 10 * len(ten)}
 
 
-def fisher_exact(a: int, n: int, b: int, m: int) -> float:
-    """Two-sided Fisher exact p-value of ``a`` of ``n`` against ``b`` of ``m`` (the tables no more likely than the one
-    seen): whether two shares of seeds can be told apart."""
-    total, held = n + m, a + b
-
-    def probability(k: int) -> float:
-        return math.comb(n, k) * math.comb(m, held - k) / math.comb(total, held)
-
-    seen = probability(a)
-    ks = range(max(0, held - m), min(n, held) + 1)
-    return round(min(1.0, sum(probability(k) for k in ks if probability(k) <= seen * (1 + 1e-9))), 4)
-
-
 def shares(arm: dict) -> dict:
     """An arm's seeds, the seeds it holds, and the seeds that reach the accuracy part alone (both scorers >= 0.9 at
     the last three evaluations, fidelity not asked)."""
@@ -149,7 +135,7 @@ def fisher_between(arms: dict[str, dict], first: tuple[str, str], second: tuple[
     """The held shares of two arms (folder, arm) and the Fisher exact p-value between them."""
     one, other = arms[first[0]][first[1]], arms[second[0]][second[1]]
     a, n, b, m = len(one["held_seeds"]), len(one["seeds"]), len(other["held_seeds"]), len(other["seeds"])
-    return {"held": [f"{a} of {n}", f"{b} of {m}"], "p": fisher_exact(a, n, b, m)}
+    return {"held": [f"{a} of {n}", f"{b} of {m}"], "p": fisher_exact_p(a, n, b, m)}
 
 
 def reproduction_other_splits() -> dict:

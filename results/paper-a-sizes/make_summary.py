@@ -17,14 +17,13 @@ the README's counts point at in ``claims.json``) and both shares with their 95% 
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "src"))
 
-from compgen.evaluation.compare import headline_held, share_interval  # noqa: E402
+from compgen.evaluation.compare import fisher_exact_p, headline_held, share_interval  # noqa: E402
 from compgen.evaluation.figure_style import save_figure, subplots  # noqa: E402
 from compgen.evaluation.tracker import read_log  # noqa: E402
 from compgen.shapes import SIZE_RANGES, SIZE_SCALE  # noqa: E402
@@ -91,19 +90,6 @@ def seed_row(seed: int, records: list[dict], wall_clock_s: float | None) -> dict
             "wall_clock_s": wall_clock_s}
 
 
-def fisher_exact(a: int, n: int, b: int, m: int) -> float:
-    """Two-sided Fisher exact p-value of ``a`` of ``n`` against ``b`` of ``m`` (the tables no more likely than the one
-    seen): whether two shares of seeds can be told apart."""
-    total, held = n + m, a + b
-
-    def probability(k: int) -> float:
-        return math.comb(n, k) * math.comb(m, held - k) / math.comb(total, held)
-
-    seen = probability(a)
-    ks = range(max(0, held - m), min(n, held) + 1)
-    return round(min(1.0, sum(probability(k) for k in ks if probability(k) <= seen * (1 + 1e-9))), 4)
-
-
 def shares(seeds: list[dict]) -> dict:
     n = len(seeds)
     strict = sum(s["held"] for s in seeds)
@@ -164,7 +150,7 @@ def collect(folder: Path) -> dict:
         for key in ("held", "held_by_probes_only"):
             a, n = map(int, arm[key].split(" of "))
             b, m = map(int, base[key].split(" of "))
-            arm[f"{key}_fisher_p_against_default"] = fisher_exact(a, n, b, m)
+            arm[f"{key}_fisher_p_against_default"] = fisher_exact_p(a, n, b, m)
     return {"machine": summary["machine"], "date": summary["date"], "data_variants": data_variants(),
             "arms": dict(sorted(arms.items()))}
 

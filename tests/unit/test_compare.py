@@ -102,3 +102,17 @@ def test_every_summary_reads_the_first_step_at_a_threshold_the_same_way():
     assert first_crossing(steps, values, 0.9) == 250.0
     with pytest.raises(ValueError, match="one value per step"):
         first_step_at(steps, values[:2], 0.5)
+
+
+def test_fisher_exact_p_and_the_headline_measures():
+    """Ten seeds cannot tell 3 held from 1 (p 0.582); a run's headline read with and without the fidelity."""
+    from compgen.evaluation.compare import fisher_exact_p, headline_measures
+
+    assert fisher_exact_p(3, 10, 1, 10) == 0.582 and fisher_exact_p(10, 10, 0, 10) < 0.001
+    record = {"step": 800, "level_accuracy": {"0": 1.0, "2": 1.0}, "pixel_level_accuracy": {"0": 1.0, "2": 0.95},
+              "fidelity_level": {"0": 0.86, "2": 0.73}}
+    measures = headline_measures([record | {"step": s} for s in (600, 700, 800)])
+    assert measures["held"] is False and measures["held_without_fidelity"] is True
+    assert measures["held_by_probes_only"] is True and measures["steps"] == [600, 700, 800]
+    no_fidelity = {k: v for k, v in record.items() if k != "fidelity_level"}
+    assert headline_measures([no_fidelity] * 3)["held"] is None

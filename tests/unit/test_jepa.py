@@ -107,9 +107,8 @@ def test_target_hidden_states_stop_at_the_deepest_layer_with_the_same_values():
     torch.testing.assert_close(jepa_loss(predictions, full, mask), torch.stack(per_layer).mean())
 
 
-def test_gradient_norms_of_both_objectives_leave_the_training_step_alone():
-    """The diagnostic's gradient norms are those of separate backward passes, and measuring them changes no gradient
-    of the step (the run's trajectory is the one without the diagnostic)."""
+def tiny_jepa_task(**options):
+    """A MaskGIT + JEPA task on a 2-layer transformer, JEPA on both layers, its predictor's last layer nonzero."""
     from compgen.models.vq_tokenizer import build_vq_tokenizer
     from compgen.training.tasks.maskgit import MaskGITTask
 
@@ -119,8 +118,16 @@ def test_gradient_norms_of_both_objectives_leave_the_training_step_alone():
     vqvae = build_vq_tokenizer(28, block_out_channels=(8, 8, 8), num_vq_embeddings=16, vq_embed_dim=4,
                                norm_num_groups=4)
     tokens = torch.randint(0, 16, (12, 49), generator=torch.Generator().manual_seed(1))
-    task = MaskGITTask(transformer, vqvae, MaskGITScheduler(16), tokens, jepa_layers=(1, 2), total_steps=10)
+    task = MaskGITTask(transformer, vqvae, MaskGITScheduler(16), tokens, jepa_layers=(1, 2), total_steps=10,
+                       **options)
     torch.nn.init.normal_(task.model.predictor.heads["2"][-1].weight, std=0.1)
+    return task
+
+
+def test_gradient_norms_of_both_objectives_leave_the_training_step_alone():
+    """The diagnostic's gradient norms are those of separate backward passes, and measuring them changes no gradient
+    of the step (the run's trajectory is the one without the diagnostic)."""
+    task = tiny_jepa_task()
     batch = {"index": torch.arange(6), "concepts": torch.randint(0, 2, (6, 3)),
              "values": torch.zeros(6, 0)}
 
@@ -158,18 +165,9 @@ def test_gradient_norms_of_both_objectives_leave_the_training_step_alone():
 def test_cross_entropy_warmup_lets_the_jepa_term_lead():
     """With ``cross_entropy_warmup_steps`` the loss at step 0 is the JEPA term alone, at the half-way step half the
     cross-entropy plus it, and after the warm-up the usual sum; options that cannot work are refused."""
-    from compgen.models.vq_tokenizer import build_vq_tokenizer
-    from compgen.training.tasks.maskgit import MaskGITTask, check_cross_entropy_warmup
+    from compgen.training.tasks.maskgit import check_cross_entropy_warmup
 
-    torch.manual_seed(0)
-    transformer = MaskGITTransformer(shapes_space().to_dict(), codebook_size=16, grid_size=7, hidden_size=32,
-                                     num_layers=2, num_heads=4)
-    vqvae = build_vq_tokenizer(28, block_out_channels=(8, 8, 8), num_vq_embeddings=16, vq_embed_dim=4,
-                               norm_num_groups=4)
-    tokens = torch.randint(0, 16, (12, 49), generator=torch.Generator().manual_seed(1))
-    task = MaskGITTask(transformer, vqvae, MaskGITScheduler(16), tokens, jepa_layers=(1, 2), total_steps=10,
-                       cross_entropy_warmup_steps=4)
-    torch.nn.init.normal_(task.model.predictor.heads["2"][-1].weight, std=0.1)
+    task = tiny_jepa_task(cross_entropy_warmup_steps=4)
     batch = {"index": torch.arange(6), "concepts": torch.randint(0, 2, (6, 3)), "values": torch.zeros(6, 0)}
     for step, weight in ((0, 0.0), (2, 0.5), (4, 1.0), (9, 1.0)):
         loss, scalars = task.compute_loss(task.model, batch, torch.Generator().manual_seed(2), step=step)

@@ -7,6 +7,7 @@ accuracy reaches given thresholds, and plot the mean curve per level and arm wit
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -106,6 +107,40 @@ def headline_held(records: Records, scorers: Sequence[str] = tuple(SCORERS),
     held = scored and min(accuracy.values()) >= HEADLINE_ACCURACY and fidelity_ok
     return {"held": held, "lowest_accuracy": accuracy, "fidelity": fidelity,
             "steps": [int(r["step"]) for r in last]}
+
+
+def headline_measures(records: Records) -> dict[str, Any]:
+    """Every reading of Paper A's headline on one run, for a results folder: compgen's criterion where the log has the
+    fidelity (``held``, else ``None``), the same without the fidelity, Paper A's probes-only measure, and each level's
+    lowest accuracy, the fidelity and both scorers' levels at the last three evaluations."""
+    strict = headline_held(records)
+    fidelity_logged = "fidelity_level" in records[-1]
+    return {
+        "fidelity_logged": fidelity_logged,
+        "held": strict["held"] if fidelity_logged else None,
+        "held_without_fidelity": headline_held(records, min_fidelity=None)["held"],
+        "held_by_probes_only": headline_held(records, scorers=("probes",), min_fidelity=None)["held"],
+        "steps": strict["steps"],
+        "lowest_accuracy": {level: round(value, 4) for level, value in strict["lowest_accuracy"].items()},
+        "fidelity": strict["fidelity"],
+        "last_three_evaluations": {
+            str(record["step"]): {scorer: {level: round(float(value), 4) for level, value in record[key].items()}
+                                  for scorer, key in SCORERS.items() if key in record}
+            for record in records[-HEADLINE_EVALUATIONS:]},
+    }
+
+
+def fisher_exact_p(a: int, n: int, b: int, m: int) -> float:
+    """Two-sided Fisher exact p-value of ``a`` of ``n`` against ``b`` of ``m`` (the tables no more likely than the one
+    seen), rounded to 4 digits: whether two shares of seeds can be told apart (3 of 10 against 1 of 10: 0.582)."""
+    total, held = n + m, a + b
+
+    def probability(k: int) -> float:
+        return math.comb(n, k) * math.comb(m, held - k) / math.comb(total, held)
+
+    seen = probability(a)
+    ks = range(max(0, held - m), min(n, held) + 1)
+    return round(min(1.0, sum(probability(k) for k in ks if probability(k) <= seen * (1 + 1e-9))), 4)
 
 
 def share_interval(held: int, total: int, confidence: float = 0.95) -> tuple[float, float]:
