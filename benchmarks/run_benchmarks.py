@@ -42,11 +42,13 @@ from suite.common import ADAMW_CHOICES, StepSettings, matmul_tf32, torch_threads
 from suite.emergence import time_to_emergence
 from suite.report import markdown
 
+from compgen.cli import ArgumentParser
+
 FAMILIES = ["unet", "unet-paper", "transformer", "transformer-paper", "tokens", "sample", "eval"]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads (torch.set_num_threads)")
     parser.add_argument("--repeats", type=int, default=3)

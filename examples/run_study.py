@@ -30,6 +30,7 @@ import signal
 import sys
 from pathlib import Path
 
+from compgen.cli import ArgumentParser
 from compgen.launch.directory_claim import RunDirectoryInUseError
 from compgen.studies import Study, run_study
 from compgen.studies.launchers import SUBMITIT_CLUSTERS, SubmititLauncher
@@ -41,7 +42,7 @@ SMOKE_STUDY = Path(__file__).resolve().parents[1] / "studies" / "smoke.yaml"
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--study", help="a study file (YAML)")
     parser.add_argument("--smoke", action="store_true",
                         help=f"seconds scale: with --study, that study's grid on tiny data and models (2 steps, its "

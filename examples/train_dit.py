@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from compgen import TupleConditionedDiT
+from compgen.cli import ArgumentParser
 from compgen.launch.run_setup import prepare_run
 from compgen.launch.token_model_setup import (
     CONTINUOUS_CPU_QUICK,
@@ -57,7 +58,7 @@ def check_arguments(args: argparse.Namespace, initial: InitialWeights | None) ->
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_tokenizer_first_arguments(parser, allow_kl=True)
     model = add_latent_transformer_arguments(parser, "diffusion transformer")
     model.add_argument("--num_train_timesteps", type=int, default=500)

@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from compgen import GIVTTransformer, MaskGITScheduler
+from compgen.cli import ArgumentParser
 from compgen.launch.run_setup import prepare_run
 from compgen.launch.token_model_setup import (
     CONTINUOUS_CPU_QUICK,
@@ -51,7 +52,7 @@ def check_arguments(args: argparse.Namespace, initial: InitialWeights | None) ->
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_tokenizer_first_arguments(parser, allow_kl=True)
     model = add_latent_transformer_arguments(parser, "GIVT transformer")
     model.add_argument("--num_mixtures", type=int, default=8, help="Gaussian mixture components per token")

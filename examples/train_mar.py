@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from compgen import MARTransformer, MaskGITScheduler
+from compgen.cli import ArgumentParser
 from compgen.launch.run_setup import prepare_run
 from compgen.launch.token_model_setup import (
     CONTINUOUS_CPU_QUICK,
@@ -56,7 +57,7 @@ def check_arguments(args: argparse.Namespace, initial: InitialWeights | None) ->
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_tokenizer_first_arguments(parser, allow_kl=True)
     model = add_latent_transformer_arguments(parser, "MAR transformer and diffusion head")
     model.add_argument("--head_width", type=int, default=256)

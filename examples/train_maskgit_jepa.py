@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from compgen import MaskGITScheduler, MaskGITTransformer
+from compgen.cli import ArgumentParser
 from compgen.launch.run_setup import prepare_run
 from compgen.launch.token_model_setup import (
     TOKEN_TRANSFORMER_PRESETS,
@@ -64,7 +65,7 @@ PRESETS["cpu-long"] = PRESETS["cpu-quick"] | dict(learning_rate=3e-4, lr_schedul
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_tokenizer_first_arguments(parser)
     model = add_token_transformer_arguments(parser, "MaskGIT transformer")
     model.add_argument("--masking_schedule", default="cosine", choices=["cosine", "linear", "square", "arccos"])

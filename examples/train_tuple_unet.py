@@ -12,7 +12,7 @@ import argparse
 import math
 
 from compgen import TupleConditionedUNet2DModel
-from compgen.cli import parse_widths
+from compgen.cli import ArgumentParser, parse_widths
 from compgen.launch.run_setup import prepare_run
 from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
 from compgen.training.fine_tuning import InitialWeights
@@ -100,7 +100,7 @@ def check_arguments(args: argparse.Namespace, initial: InitialWeights | None) ->
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--block_out_channels", default="64,128", help="U-Net widths, comma separated")
     parser.add_argument("--conditioning", default="full", choices=["full", "quantized"])
     parser.add_argument("--concept_dropout", type=float, default=0.0)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 
+from compgen.cli import ArgumentParser
 from compgen.launch.run_setup import prepare_run
 from compgen.launch.token_model_setup import (
     VQ_PRESETS,
@@ -39,7 +40,7 @@ PRESETS = {
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_vq_tokenizer_arguments(parser)
     add_tokenizer_kind_arguments(parser, allow_kl=True)
     parser.set_defaults(use_ema=False, lr_scheduler="cosine")

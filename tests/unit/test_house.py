@@ -169,3 +169,16 @@ def test_no_module_is_too_long_to_read_in_one_sitting():
     lengths = {name: len(path.read_text().splitlines()) for name, path in module_files().items()}
     long = {name: lines for name, lines in lengths.items() if lines > MAX_MODULE_LINES}
     assert not long, f"modules over {MAX_MODULE_LINES} lines (split them by job): {long}"
+
+
+def test_every_command_parses_with_the_shared_parser():
+    """Every command (src/, examples/, benchmarks/) builds its parser from ``compgen.cli.ArgumentParser`` (one option
+    spelling, the old one warned); plain ``argparse`` only for the pre-parsers that peek at one option."""
+    repo = SRC.parent
+    plain = []
+    for folder in ("src", "examples", "benchmarks", "dataset_scripts"):
+        for path in sorted((repo / folder).rglob("*.py")):
+            for number, line in enumerate(path.read_text().splitlines(), start=1):
+                if "argparse.ArgumentParser(" in line and "add_help=False" not in line and path.name != "cli.py":
+                    plain.append(f"{path.relative_to(repo)}:{number}")
+    assert plain == []

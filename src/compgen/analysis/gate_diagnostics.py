@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..cli import ArgumentParser
 from ..concepts import ConceptGraph
 
 NEAR_ZERO = 0.05
@@ -121,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from ..evaluation.tracker import graph_from_record, read_log
     from ..models.tuple_unet import TupleConditionedUNet2DModel
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model_dir", help="a training run's output directory (pipeline and learning_dynamics.jsonl)")
     parser.add_argument("--noise_step", type=int, default=250)
     parser.add_argument("--markdown", default=None, help="also write the table here")

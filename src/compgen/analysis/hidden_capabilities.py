@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..cli import ArgumentParser
 from ..images import unit_to_uint8
 
 
@@ -99,7 +100,7 @@ def _rounded(value: torch.Tensor) -> float | list[float]:
 def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     from .rescore import load_checkpoint_weights, load_run_pipeline
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir")
     parser.add_argument("--concepts", required=True, help="the class to sample, e.g. 111")
     parser.add_argument("--variable", required=True, help="the continuous variable to sweep (size, color)")

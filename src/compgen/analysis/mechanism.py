@@ -40,6 +40,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..atomic_io import atomic_write_text
+from ..cli import ArgumentParser
 from ..models.transformer_block import TransformerBlock
 
 DEFAULT_FLOOR = 0.05
@@ -211,7 +212,7 @@ def plot_mechanism(records: dict[str, dict[str, Any]], path: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("pipelines", nargs="+", help="exported MaskGIT pipelines (directories or Hub ids)")
     parser.add_argument("--labels", nargs="+", default=None, help="one name per pipeline (default: the paths)")
     parser.add_argument("--output", required=True, help="directory for mechanism.json and mechanism.png")

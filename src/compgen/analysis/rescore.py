@@ -32,6 +32,7 @@ import torch
 from safetensors.torch import load_file
 
 from ..atomic_io import atomic_write_text, output_file_problem, safetensors_problem
+from ..cli import ArgumentParser
 from ..concepts import ConceptGraph
 from ..evaluation.sampling_precision import sampling_precision
 from ..families import pipelines
@@ -266,7 +267,7 @@ def record_markdown(record: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir")
     parser.add_argument("--num_inference_steps", type=int, default=None,
                         help="default: the steps the training evaluation used (older logs: the pipeline's default)")

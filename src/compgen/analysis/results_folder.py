@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic_io import atomic_write_text
+from ..cli import ArgumentParser
 from ..evaluation.compare import SCORERS, Records, arm_summaries, headline_held, rose_then_collapsed
 from ..evaluation.curves import first_step_at
 from ..evaluation.tracker import own_records, read_log
@@ -251,7 +252,7 @@ def unbacked_numbers(readme: str, summary: dict[str, Any]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sources", nargs="+", help="learning-dynamics logs (.jsonl) or study directories")
     parser.add_argument("--output", required=True, help="the results folder, e.g. results/paper-a-reproduction")
     parser.add_argument("--machine", required=True, help="what ran it, e.g. '2-core AMD EPYC (AVX2), CPU'")

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ..cli import ArgumentParser
 from ..evaluation.emergence import concept_curve, fit_concept_rates
 from ..evaluation.tracker import own_records, read_log
 
@@ -93,7 +94,7 @@ def plot_toy_model_fit(fit: dict[str, Any], path: str | os.PathLike, title: str 
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("logs", nargs="+", type=Path, help="learning-dynamics logs (learning_dynamics.jsonl)")
     parser.add_argument("--output", required=True, type=Path, help="folder for toy_model_fit.json and the plots")
     args = parser.parse_args(argv)

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..cli import ArgumentParser
 from ..evaluation.figure_style import level_color, save_figure, subplots
 from ..evaluation.tracker import read_log
 
@@ -106,7 +107,7 @@ def summarize_diagnostics(scalars: Sequence[dict[str, Any]], windows: Sequence[t
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", help="a run's output directory (training_log.jsonl, learning_dynamics.jsonl)")
     parser.add_argument("--output", required=True, help="the PNG to write")
     parser.add_argument("--title", default=None)

@@ -35,6 +35,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TextIO
 
+from ..cli import ArgumentParser
 from ..launch.directory_claim import claims_held, release_claims
 
 logger = logging.getLogger(__name__)
@@ -190,7 +191,7 @@ def run_queue(commands: Sequence[Sequence[str]], parallel: int = 1, threads_per_
 
 
 def main(argv: Sequence[str] | None = None) -> list[CommandResult]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", help="file with one command per line (script path, then its flags)")
     parser.add_argument("--run", action="append", default=[], help="one command (repeatable), e.g. "
                         "'examples/train_tuple_unet.py --seed 0 --output_dir runs/a'")
