@@ -18,13 +18,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "src"))
 
-from compgen.evaluation.compare import headline_measures  # noqa: E402
+from compgen.evaluation.compare import MEASURE_TEXTS, headline_measures  # noqa: E402
 from compgen.evaluation.tracker import read_log  # noqa: E402
 
-CRITERION = ("headline_held(records, min_fidelity=None): every level >= 0.9 by both scorers at each of the last three "
-             "evaluations; no fidelity in these logs, so compgen's full criterion (fidelity >= 0.75 too) cannot be "
-             "applied")
-PROBES_ONLY = "headline_held(records, scorers=('probes',), min_fidelity=None): Paper A's own measure"
+CRITERION, PROBES_ONLY = MEASURE_TEXTS["without_fidelity"], MEASURE_TEXTS["probes_only"]  # these logs have no fidelity
 
 
 def judge(records: list[dict]) -> dict:

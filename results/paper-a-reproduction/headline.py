@@ -20,14 +20,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "src"))
 
-from compgen.evaluation.compare import headline_measures  # noqa: E402
+from compgen.evaluation.compare import MEASURE_TEXTS, headline_measures  # noqa: E402
 from compgen.evaluation.tracker import read_log  # noqa: E402
 
-CRITERION = ("compgen.evaluation.compare.headline_held: every level >= 0.9 by both scorers at each of the last three "
-             "evaluations, and every level's fidelity >= 0.75 at the last")
-WITHOUT_FIDELITY = ("headline_held(records, min_fidelity=None): every level >= 0.9 by both scorers at each of the last "
-                    "three evaluations; fidelity not logged, so the full criterion cannot be applied")
-PROBES_ONLY = "headline_held(records, scorers=('probes',), min_fidelity=None): Paper A's own measure"
+CRITERION, WITHOUT_FIDELITY, PROBES_ONLY = (MEASURE_TEXTS[key]
+                                            for key in ("criterion", "without_fidelity", "probes_only"))
+
 
 
 def split_and_seed(run: str) -> tuple[str, int]:

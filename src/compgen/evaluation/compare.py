@@ -109,6 +109,16 @@ def headline_held(records: Records, scorers: Sequence[str] = tuple(SCORERS),
             "steps": [int(r["step"]) for r in last]}
 
 
+MEASURE_TEXTS = {
+    "criterion": "compgen.evaluation.compare.headline_held: every level >= 0.9 by both scorers at each of the last "
+                 "three evaluations, and every level's fidelity >= 0.75 at the last",
+    "without_fidelity": "headline_held(records, min_fidelity=None): every level >= 0.9 by both scorers at each of the "
+                        "last three evaluations; where a log has no fidelity, the full criterion cannot be applied",
+    "probes_only": "headline_held(records, scorers=('probes',), min_fidelity=None): Paper A's own measure",
+}
+"""What each reading of :func:`headline_measures` is, in the words a results folder's JSON keeps beside it."""
+
+
 def headline_measures(records: Records) -> dict[str, Any]:
     """Every reading of Paper A's headline on one run, for a results folder: compgen's criterion where the log has the
     fidelity (``held``, else ``None``), the same without the fidelity, Paper A's probes-only measure, and each level's
