@@ -3,7 +3,7 @@
     git clone https://github.com/phys-ai/concept_graphs /path/to/concept_graphs
     python examples/compare_peer_unet.py --peer_dir /path/to/concept_graphs --preset cpu-quick --output_dir runs/peer
 
-takes every flag of ``examples/train_tuple_unet.py`` (presets, data, optimizer, evaluation) and swaps compgen's
+takes every flag of the ``tuple-unet`` recipe (presets, data, optimizer, evaluation) and swaps compgen's
 ``TupleConditionedUNet2DModel`` for the official ``ContextUnet`` at the same base width (``--block_out_channels``'s
 first entry as its ``n_feat``): same data, same DDPM objective, same sampler, same scorers. Run
 ``train_tuple_unet.py`` with the same flags beside it and compare the two ``learning_dynamics.jsonl`` logs
@@ -36,10 +36,9 @@ from compgen.cli import ArgumentParser, parse_widths
 from compgen.concepts import ConceptSpace
 from compgen.launch.run_setup import prepare_run
 from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
+from compgen.recipes import tuple_unet
 from compgen.studies.runner import load_script
 from compgen.training.tasks.ddpm import DDPMTask
-
-UNET_SCRIPT = load_script(Path(__file__).with_name("train_tuple_unet.py"))
 
 
 def import_peer(peer_dir: str | Path) -> types.ModuleType:
@@ -133,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
                    "eval_inference_steps", "concept_dropout", "concept_modulation", "block_type", "norm_type"):
         parser.add_argument(f"--{option}", default=None, help=argparse.SUPPRESS)  # accepted for flag parity
     PEER = import_peer(parser.parse_known_args(argv)[0].peer_dir)
-    args, config, run = prepare_run(parser, UNET_SCRIPT.PRESETS, argv, model_class=TupleConditionedUNet2DModel)
+    args, config, run = prepare_run(parser, tuple_unet.PRESETS, argv, model_class=TupleConditionedUNet2DModel)
     peer = PeerUNet(
         concept_space=run.train_data.space.to_pairs(),
         continuous_concepts=run.continuous_concepts,

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 from celeba_fixtures import make_mini_celeba, write_hub_pm1_layout, write_official_tree
-from repo_scripts import load_repo_script
 
 from compgen import MaskGITPipeline, TupleConditionedDDPMPipeline, TupleConditionedDiTPipeline
 from compgen.cli import add_celeba_arguments, apply_preset, celeba_builder_options
@@ -19,16 +18,13 @@ from compgen.evaluation.probes import ConceptProbes
 from compgen.evaluation.train_probes import main as train_probes_main
 from compgen.evaluation.train_probes import probe_accuracy
 from compgen.launch.run_setup import DATASET_DEFAULTS, apply_dataset_defaults, check_image_size, load_probes
+from compgen.recipes import load_recipe
 from compgen.training.config import add_training_arguments
 
 TRAINING_CLASSES = ["000", "001", "010", "100"]
 LEVELS = {"000": 0, "001": 0, "010": 0, "100": 0, "011": 1, "101": 1, "110": 1, "111": 2}
 
 pytestmark = pytest.mark.usefixtures("fresh_accelerator_state")
-
-
-def load_example(name: str):
-    return load_repo_script(f"examples/{name}.py")
 
 
 
@@ -109,7 +105,7 @@ def parse_layered(argv: list[str], presets: dict, with_unet_options: bool = True
 
 
 def test_dataset_defaults_layer_over_the_preset_and_flags_win():
-    presets = load_example("train_tuple_unet").PRESETS
+    presets = load_recipe("tuple-unet").PRESETS
     quick = parse_layered(["--preset", "cpu-quick", "--dataset", "celeba"], presets)
     assert (quick.celeba_config, quick.conditioning) == ("cpu", "quantized")
     assert quick.block_out_channels == presets["cpu-quick"]["block_out_channels"]  # the preset's width stays
@@ -128,7 +124,7 @@ def test_dataset_defaults_layer_over_the_preset_and_flags_win():
 
 
 def test_every_celeba_default_fits_the_unet_at_its_image_size():
-    presets = load_example("train_tuple_unet").PRESETS
+    presets = load_recipe("tuple-unet").PRESETS
     sizes = {"default": 64, "cpu": 32}
     for preset in presets:
         args = parse_layered(["--preset", preset, "--dataset", "celeba"], presets)
@@ -176,7 +172,7 @@ def test_train_probes_command_saves_cnn_probes_with_probe_val_accuracy(trained_p
 def test_cpu_quick_preset_trains_on_celeba_and_writes_a_pipeline_and_card(celeba, tmp_path, caplog):
     output = tmp_path / "unet"
     with caplog.at_level("INFO", logger="compgen.launch.run_setup"):
-        load_example("train_tuple_unet").main([
+        load_recipe("tuple-unet").main([
         "--preset", "cpu-quick", "--dataset", "celeba", "--celeba_dir", celeba["data_dir"],
             "--cache_dir", celeba["cache_dir"], "--output_dir", str(output), "--max_train_steps", "3",
             "--eval_steps", "3", "--eval_images_per_class", "2", "--eval_inference_steps", "2",
@@ -205,13 +201,13 @@ TOKEN_FLAGS = ["--tokenizer_block_out_channels", "8,8,8", "--tokenizer_embed_dim
                "--hidden_size", "16", "--num_layers", "2", "--num_heads", "2", "--eval_inference_steps", "2"]
 
 
-@pytest.mark.parametrize("script", ["train_vq_tokenizer", "train_maskgit_jepa", "train_dit"])
-def test_every_token_script_trains_on_celeba(script, celeba, trained_probes_dir, tmp_path):
+@pytest.mark.parametrize("recipe", ["tokenizer", "maskgit", "tuple-dit"])
+def test_every_token_recipe_trains_on_celeba(recipe, celeba, trained_probes_dir, tmp_path):
     """--dataset celeba through the tokenizer, MaskGIT + JEPA and DiT scripts: the tokenizer's reconstruction
     accuracy is measured on CelebA's real test images (no shapes are rendered anywhere)."""
-    output = tmp_path / script
-    flags = TOKEN_FLAGS if script != "train_vq_tokenizer" else TOKEN_FLAGS[:6]
-    load_example(script).main([
+    output = tmp_path / recipe
+    flags = TOKEN_FLAGS if recipe != "tokenizer" else TOKEN_FLAGS[:6]
+    load_recipe(recipe).main([
         "--preset", "cpu-quick", "--dataset", "celeba", "--celeba_dir", celeba["data_dir"],
         "--cache_dir", celeba["cache_dir"], "--probes_path", str(trained_probes_dir[0]), "--output_dir", str(output),
         "--max_train_steps", "2", "--eval_steps", "2", "--eval_images_per_class", "2", "--train_batch_size", "8",
@@ -220,10 +216,10 @@ def test_every_token_script_trains_on_celeba(script, celeba, trained_probes_dir,
     report = json.loads((output / "vq_reconstruction.json").read_text())
     assert sorted(report["classes"]) == ["000", "001", "010", "011", "100", "101", "110", "111"]
     assert "pixel_accuracy_reconstructed" not in report["classes"]["111"]  # no shapes scorer for faces
-    if script != "train_vq_tokenizer":
+    if recipe != "tokenizer":
         records = [json.loads(line) for line in (output / "learning_dynamics.jsonl").read_text().splitlines()]
         assert [r["step"] for r in records] == [2] and "object_failures" not in records[0]
-        pipeline_class = MaskGITPipeline if script == "train_maskgit_jepa" else TupleConditionedDiTPipeline
+        pipeline_class = MaskGITPipeline if recipe == "maskgit" else TupleConditionedDiTPipeline
         images = pipeline_class.from_pretrained(output)("111", num_inference_steps=2, output_type="np").images
         assert images.shape == (1, 32, 32, 3)
         assert "celeba-cpu" in (output / "README.md").read_text()

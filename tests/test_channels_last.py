@@ -4,10 +4,10 @@ image batches in channels-last layout, the same training up to float rounding.""
 import pytest
 import torch
 from conftest import reset_accelerate_state
-from repo_scripts import load_repo_script
 from safetensors.torch import load_file
 
 import compgen.training.trainer as trainer
+from compgen.recipes import load_recipe
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 TINY = ["--block_out_channels", "8,16", "--layers_per_block", "1", "--train_batch_size", "8", "--no_eval",
@@ -17,7 +17,7 @@ TINY = ["--block_out_channels", "8,16", "--layers_per_block", "1", "--train_batc
 
 def _train(tmp_path, name, *argv):
     reset_accelerate_state()
-    load_repo_script("examples/train_tuple_unet.py").main(
+    load_recipe("tuple-unet").main(
         [*TINY, "--cache_dir", str(tmp_path / "cache"), "--output_dir", str(tmp_path / name), *argv])
     return load_file(str(tmp_path / name / "unet" / "diffusion_pytorch_model.safetensors"))
 

@@ -7,6 +7,7 @@ import pytest
 from compgen import TupleConditionedDiT, TupleConditionedUNet2DModel, get_split_preset
 from compgen.analysis.rescore import load_run_pipeline
 from compgen.models.config_bounds import check_config_bounds, check_model_directory
+from compgen.recipes import load_recipe
 
 SPACE = get_split_preset("H32-train1").space.to_dict()
 
@@ -40,11 +41,10 @@ def test_transformer_widths_and_a_scheduler_in_an_export_are_bounded(tmp_path):
 
 def test_a_huge_width_on_the_command_line_is_an_argument_error_leaving_nothing(tmp_path, capsys):
     from conftest import reset_accelerate_state
-    from repo_scripts import load_repo_script
 
     reset_accelerate_state()
     with pytest.raises(SystemExit) as exit_info:
-        load_repo_script("examples/train_tuple_unet.py").main(
+        load_recipe("tuple-unet").main(
             ["--block_out_channels", "32,1000000", "--output_dir", str(tmp_path / "run")])
     assert exit_info.value.code == 2 and "block_out_channels = [32, 1000000]" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()  # no lock file left behind either

@@ -14,6 +14,7 @@ from compgen.data.concept_graph_builder import build_concept_graph_dataset
 from compgen.data.export import contact_sheet, export_datasets, parquet_path, push_export_to_hub
 from compgen.hub import files_to_upload
 from compgen.quickstart import main as quickstart_main
+from compgen.recipes import load_recipe
 from compgen.shapes import render_classes
 
 
@@ -145,10 +146,9 @@ def test_quickstart_report_prints_both_scorers_per_level_and_where_the_plots_are
     """``make quickstart``'s last step (issue 41, item 7): the per-level table by both scorers, the headline's
     verdict, the learning-dynamics plot and the sample sheet of the run."""
     from conftest import reset_accelerate_state
-    from repo_scripts import load_repo_script
 
     reset_accelerate_state()
-    load_repo_script("examples/train_tuple_unet.py").main([
+    load_recipe("tuple-unet").main([
         "--dataset", "okawa-h32-train1", "--cache_dir", str(tmp_path / "cache"), "--block_out_channels", "8,16",
         "--layers_per_block", "1", "--train_batch_size", "8", "--max_train_steps", "4", "--eval_steps", "2",
         "--eval_images_per_class", "2", "--eval_inference_steps", "2", "--output_dir", str(tmp_path / "unet")])

@@ -20,6 +20,7 @@ from safetensors.torch import load_file
 from compgen import TupleConditionedDDPMPipeline, TupleConditionedUNet2DModel
 from compgen.evaluation.tracker import renderer_generator
 from compgen.launch.directory_claim import start_run
+from compgen.recipes import load_recipe
 from compgen.training.checkpoint import CheckpointError, list_checkpoints
 from compgen.training.config import TrainingConfig
 from compgen.training.tasks.ddpm import DDPMTask
@@ -204,7 +205,7 @@ def test_a_diverging_run_stops_names_the_step_keeps_the_last_good_checkpoint_and
 
 
 def test_a_huge_learning_rate_is_caught_through_the_script(tmp_path):
-    script = load_repo_script("examples/train_tuple_unet.py")
+    script = load_recipe("tuple-unet")
     reset_accelerate_state()
     with pytest.raises(NonFiniteLossError, match="non-finite at step"):
         script.main(["--dataset", "okawa-h32-train1", "--cache_dir", str(tmp_path / "cache"), "--no_eval",
@@ -251,7 +252,7 @@ def test_fp16_without_a_gpu_is_refused(data, tmp_path):
     (["--concept_embedding_init", "zero"], "'multiply' modulation"),
 ])
 def test_bad_options_stop_the_unet_script_before_any_work(argv, message, tmp_path, capsys):
-    script = load_repo_script("examples/train_tuple_unet.py")
+    script = load_recipe("tuple-unet")
     with pytest.raises(SystemExit) as exit_info:
         script.main(["--cache_dir", str(tmp_path / "cache"), "--output_dir", str(tmp_path / "out"), *argv])
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
@@ -266,7 +267,7 @@ def test_bad_options_stop_the_unet_script_before_any_work(argv, message, tmp_pat
     (["--eval_temperature", "inf"], "--eval_temperature must be a finite number >= 0"),
 ])
 def test_bad_maskgit_options_stop_before_the_tokenizer_is_trained(argv, message, tmp_path, capsys):
-    script = load_repo_script("examples/train_maskgit_jepa.py")
+    script = load_recipe("maskgit")
     with pytest.raises(SystemExit) as exit_info:
         script.main(["--cache_dir", str(tmp_path / "cache"), "--output_dir", str(tmp_path / "out"),
                      "--num_layers", "2", *argv])
@@ -274,16 +275,13 @@ def test_bad_maskgit_options_stop_before_the_tokenizer_is_trained(argv, message,
     assert not (tmp_path / "out" / "tokenizer").exists()
 
 
-@pytest.mark.parametrize("script_path, argv", [
-    *((script, argv) for script in ("examples/train_givt.py", "examples/train_mar.py")
-      for argv in (["--eval_temperature", "nan"], ["--eval_temperature", "inf"])),
-    *((script, ["--tokenizer", "kl", "--kl_weight", "nan"])
-      for script in ("examples/train_givt.py", "examples/train_mar.py", "examples/train_dit.py",
-                     "examples/train_vq_tokenizer.py")),
+@pytest.mark.parametrize("recipe, argv", [
+    *((recipe, argv) for recipe in ("givt", "mar") for argv in (["--eval_temperature", "nan"],
+                                                                ["--eval_temperature", "inf"])),
+    *((recipe, ["--tokenizer", "kl", "--kl_weight", "nan"]) for recipe in ("givt", "mar", "tuple-dit", "tokenizer")),
 ])
-def test_non_finite_sampling_and_loss_weights_stop_the_latent_scripts_before_any_work(script_path, argv, tmp_path,
-                                                                                     capsys):
-    script = load_repo_script(script_path)
+def test_non_finite_sampling_and_loss_weights_stop_the_latent_scripts_before_any_work(recipe, argv, tmp_path, capsys):
+    script = load_recipe(recipe)
     with pytest.raises(SystemExit) as exit_info:
         script.main(["--cache_dir", str(tmp_path / "cache"), "--output_dir", str(tmp_path / "out"), *argv])
     assert exit_info.value.code == 2 and "a finite number >= 0" in capsys.readouterr().err
@@ -298,7 +296,7 @@ def test_non_finite_sampling_and_loss_weights_stop_the_latent_scripts_before_any
     (["--tokenizer_commitment_cost", "nan"], "--tokenizer_commitment_cost must be a finite number >= 0, got nan"),
 ])
 def test_a_tokenizer_that_cannot_be_is_refused_before_any_work(argv, message, tmp_path, capsys):
-    script = load_repo_script("examples/train_maskgit_jepa.py")
+    script = load_recipe("maskgit")
     with pytest.raises(SystemExit) as exit_info:
         script.main(["--cache_dir", str(tmp_path / "cache"), "--output_dir", str(tmp_path / "out"),
                      "--tokenizer_block_out_channels", "8,8,8", *argv])
@@ -310,7 +308,7 @@ def test_a_vqvae_path_at_an_export_root_names_its_tokenizer(tmp_path, capsys):
     from conftest import tiny_tokenizer
 
     tiny_tokenizer(kl=False, channels=4).save_pretrained(tmp_path / "run" / "vqvae")
-    script = load_repo_script("examples/train_maskgit_jepa.py")
+    script = load_recipe("maskgit")
     with pytest.raises(SystemExit):
         script.main(["--cache_dir", str(tmp_path / "cache"), "--output_dir", str(tmp_path / "out"),
                      "--tokenizer_path", str(tmp_path / "run")])
@@ -332,7 +330,7 @@ def test_non_finite_temperatures_are_refused_by_every_masked_pipeline():
 
 
 def test_a_leftover_tokenizer_with_other_options_is_refused_not_reused(tmp_path, capsys):
-    script = load_repo_script("examples/train_maskgit_jepa.py")
+    script = load_recipe("maskgit")
     tiny = ["--cache_dir", str(tmp_path / "cache"), "--no_eval", "--train_batch_size", "8", "--hidden_size", "16",
             "--num_layers", "2", "--num_heads", "2", "--tokenizer_block_out_channels", "8,8,8",
             "--tokenizer_embed_dim", "4",
@@ -356,7 +354,7 @@ def test_a_crop_larger_than_the_images_is_refused_once_the_data_are_known(datase
     """Issue 42, case 17: ``--tokenizer_crop_size 40`` on 28 px images failed as a traceback after data and probes; now
     a
     usage error before the probes and the tokenizer."""
-    script = load_repo_script("examples/train_maskgit_jepa.py")
+    script = load_recipe("maskgit")
     with pytest.raises(SystemExit) as exit_info:
         script.main(["--dataset", str(dataset_dir), "--output_dir", str(tmp_path / "out"),
                      "--tokenizer_block_out_channels", "8,8,8", "--tokenizer_crop_size", "40"])
@@ -373,15 +371,14 @@ def test_tokenizer_flags_that_would_be_ignored_are_refused_before_any_work(tmp_p
 
     tiny_tokenizer(kl=False, channels=4).save_pretrained(tmp_path / "vq")
     vq_embed_dim = json.loads((tmp_path / "vq" / "config.json").read_text())["vq_embed_dim"]
-    cases = [("examples/train_dit.py", ["--tokenizer", "kl", "--codebook_size", "32"],
+    cases = [("tuple-dit", ["--tokenizer", "kl", "--codebook_size", "32"],
               "--codebook_size: a VQ tokenizer's options, which --tokenizer kl (no codebook) would ignore"),
-             ("examples/train_maskgit_jepa.py", ["--tokenizer_path", str(tmp_path / "vq"), "--tokenizer_embed_dim",
-                                                 str(vq_embed_dim + 1)],
+             ("maskgit", ["--tokenizer_path", str(tmp_path / "vq"), "--tokenizer_embed_dim", str(vq_embed_dim + 1)],
               f"--tokenizer_embed_dim {vq_embed_dim + 1} contradicts the tokenizer --tokenizer_path")]
-    for script_path, argv, message in cases:
+    for recipe, argv, message in cases:
         with pytest.raises(SystemExit) as exit_info:
-            load_repo_script(script_path).main(["--cache_dir", str(tmp_path / "cache"), "--output_dir",
-                                                str(tmp_path / "out"), *argv])
+            load_recipe(recipe).main(["--cache_dir", str(tmp_path / "cache"), "--output_dir", str(tmp_path / "out"),
+                                      *argv])
         assert exit_info.value.code == 2 and message in capsys.readouterr().err
         assert not (tmp_path / "cache").exists()
 

@@ -12,7 +12,6 @@ import pytest
 import torch
 from conftest import reset_accelerate_state, small_training_data
 from diffusers import DDPMScheduler
-from repo_scripts import load_repo_script
 from safetensors.torch import load_file
 from test_failure_modes import steps, task, train
 
@@ -20,6 +19,7 @@ from compgen import TupleConditionedDDPMPipeline, TupleConditionedUNet2DModel
 from compgen.analysis.rescore import evaluate_run
 from compgen.analysis.rescore import main as evaluate_main
 from compgen.concepts import shapes_space
+from compgen.recipes import load_recipe
 from compgen.shapes import shapes_continuous_concepts
 from compgen.training.checkpoint import CheckpointError, list_checkpoints
 from compgen.training.config import TrainingConfig
@@ -44,7 +44,7 @@ TINY_UNET = ["--block_out_channels", "8,16", "--layers_per_block", "1", "--train
 
 def run_unet_script(tmp_path, *argv: str):
     reset_accelerate_state()
-    return load_repo_script("examples/train_tuple_unet.py").main(
+    return load_recipe("tuple-unet").main(
         ["--cache_dir", str(tmp_path / "cache"), "--output_dir", str(tmp_path / "out"), *argv])
 
 
@@ -173,7 +173,7 @@ def test_an_output_dir_that_is_or_lies_under_a_file_is_refused_before_any_work(t
     (tmp_path / "a-file").write_text("not a directory")
     for target, message in ((tmp_path / "a-file", "is a file"), (tmp_path / "a-file" / "run", "lies under the file")):
         reset_accelerate_state()
-        err = exits_with_usage_error(capsys, load_repo_script("examples/train_tuple_unet.py").main, [
+        err = exits_with_usage_error(capsys, load_recipe("tuple-unet").main, [
             "--cache_dir", str(tmp_path / "cache"), "--output_dir", str(target), *TINY_UNET])
         assert f"--output_dir {target} {message}" in err
     assert not (tmp_path / "cache").exists() and (tmp_path / "a-file").read_text() == "not a directory"

@@ -4,9 +4,9 @@ weights under a card of fewer steps)."""
 
 import pytest
 from conftest import reset_accelerate_state
-from repo_scripts import load_repo_script
 
 import compgen.launch.run_setup as script_module
+from compgen.recipes import load_recipe
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 TINY = ["--block_out_channels", "8,16", "--layers_per_block", "1", "--train_batch_size", "8", "--eval_steps", "2",
@@ -19,7 +19,7 @@ def finished_run(dataset_dir):
     """A finished 4-step run (checkpoints at 2 and 4) in ``dataset_dir``'s folder, on that tiny H32-train1 split."""
     root = dataset_dir
     reset_accelerate_state()
-    load_repo_script("examples/train_tuple_unet.py").main(
+    load_recipe("tuple-unet").main(
         [*TINY, "--dataset", str(root), "--max_train_steps", "4", "--output_dir", str(root / "run")])
     return root
 
@@ -30,7 +30,7 @@ def _resume(root, monkeypatch, *argv):
 
     monkeypatch.setattr(script_module, "_load_dataset", no_data)
     reset_accelerate_state()
-    load_repo_script("examples/train_tuple_unet.py").main(
+    load_recipe("tuple-unet").main(
         [*TINY, "--dataset", str(root), "--output_dir", str(root / "run"), "--resume_from_checkpoint", "latest", *argv])
 
 

@@ -6,12 +6,12 @@ import json
 import pytest
 import torch
 from conftest import reset_accelerate_state
-from repo_scripts import load_repo_script
 from safetensors.torch import load_file
 
 from compgen.data.concept_graph_builder import build_concept_graph_dataset
 from compgen.launch.init_from import resolve_initial_weights
 from compgen.models.tuple_unet import TupleConditionedUNet2DModel
+from compgen.recipes import load_recipe
 from compgen.training.fine_tuning import load_initial_weights
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -31,7 +31,7 @@ def _hub_layout(root, split_preset):
 
 def _train(*argv):
     reset_accelerate_state()
-    return load_repo_script("examples/train_tuple_unet.py").main([*TINY_UNET, *argv])
+    return load_recipe("tuple-unet").main([*TINY_UNET, *argv])
 
 
 def _log(run):

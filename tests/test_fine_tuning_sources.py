@@ -7,11 +7,11 @@ import json
 import pytest
 import torch
 from conftest import reset_accelerate_state, tiny_tokenizer
-from repo_scripts import load_repo_script
 from safetensors.torch import load_file, save_file
 from test_kl_tokenizer import TINY
 
 from compgen.launch.init_from import resolve_initial_weights
+from compgen.recipes import load_recipe
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 GIVT = ["--num_mixtures", "2", "--no_eval", "--checkpointing_steps", "2", *TINY]
@@ -20,7 +20,7 @@ WEIGHTS = "diffusion_pytorch_model.safetensors"
 
 def _givt(*argv):
     reset_accelerate_state()
-    return load_repo_script("examples/train_givt.py").main([*GIVT, *argv])
+    return load_recipe("givt").main([*GIVT, *argv])
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +76,7 @@ def test_another_architecture_is_refused_before_any_work(source, tmp_path, capsy
     """Case 3: a U-Net from a GIVT export or checkpoint, refused before the data (no cache) is built."""
     reset_accelerate_state()
     with pytest.raises(SystemExit) as exit_info:
-        load_repo_script("examples/train_tuple_unet.py").main(
+        load_recipe("tuple-unet").main(
             ["--init_from", str(source / init_from), "--cache_dir", str(tmp_path / "cache"),
              "--output_dir", str(tmp_path / "out")])
     assert exit_info.value.code == 2

@@ -19,10 +19,10 @@ from diffusers import (
 )
 from diffusers.models.unets.unet_2d import UNet2DOutput
 from model_families import dit, flow_dit_pipeline, tokenizer
-from repo_scripts import load_repo_script
 
 from compgen import TupleConditionedFlowDiTPipeline, shapes_space
 from compgen.pipelines.flow_dit import flow_matching_scheduler
+from compgen.recipes import load_recipe
 from compgen.training.tasks.flow_matching import FlowMatchingDiTTask
 from compgen.training.tasks.latent_tokenizer import precompute_latents
 
@@ -182,7 +182,7 @@ def test_bad_options_are_refused_with_their_reason():
     (["--eval_inference_steps", "0"], "--eval_inference_steps must be at least 1"),
 ])
 def test_bad_script_options_stop_before_the_tokenizer_is_trained(argv, message, tmp_path, capsys):
-    script = load_repo_script("examples/train_flow_dit.py")
+    script = load_recipe("flow-dit")
     with pytest.raises(SystemExit) as exit_info:
         script.main(["--cache_dir", str(tmp_path / "cache"), "--output_dir", str(tmp_path / "out"), *argv])
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
@@ -200,7 +200,7 @@ def flow_run(dataset_dir, tmp_path_factory):
     torch.manual_seed(0)  # untrained probes: the evaluation runs, its accuracy is moot
     ConceptProbes(shapes_space().to_dict(), image_size=28, probe_type="linear").save_pretrained(root / "probes")
     reset_accelerate_state()
-    load_repo_script("examples/train_flow_dit.py").main([
+    load_recipe("flow-dit").main([
         "--dataset", str(dataset_dir), "--output_dir", str(root / "run"), *TINY, "--max_train_steps", "2",
         "--eval_steps", "2", "--eval_images_per_class", "2", "--probes_path", str(root / "probes")])
     reset_accelerate_state()
@@ -238,7 +238,7 @@ def test_the_script_trains_over_a_kl_tokenizer(dataset_dir, flow_run, tmp_path):
     from test_kl_tokenizer import TINY
 
     output = tmp_path / "flow-dit-kl"
-    load_repo_script("examples/train_flow_dit.py").main([
+    load_recipe("flow-dit").main([
         "--dataset", str(dataset_dir), "--output_dir", str(output), *TINY, "--tokenizer", "kl",
         "--weighting_scheme", "logit_normal", "--shift", "3", "--max_train_steps", "2", "--eval_steps", "2",
         "--eval_images_per_class", "2", "--probes_path", str(flow_run / "probes")])

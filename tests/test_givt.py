@@ -15,6 +15,7 @@ from compgen import GIVTPipeline, MaskGITScheduler
 from compgen.concepts import shapes_space
 from compgen.models.gaussian_mixture import mixture_log_prob, mixture_sample
 from compgen.models.givt_transformer import GIVTTransformer
+from compgen.recipes import load_recipe
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -244,11 +245,10 @@ def test_guided_sampling_runs_and_differs_from_unguided():
 @pytest.mark.parametrize("tokenizer", ["vq", "kl"])
 def test_train_givt_end_to_end(dataset_dir, tmp_path, tokenizer):
     """The script on a tiny split: tokenizer first, then GIVT, an evaluation, the card, and a pipeline that loads."""
-    from repo_scripts import load_repo_script
 
     from compgen.evaluation.probes import ConceptProbes
 
-    script = load_repo_script("examples/train_givt.py")
+    script = load_recipe("givt")
     output = tmp_path / f"givt-{tokenizer}"
     torch.manual_seed(0)  # untrained probes: the evaluation runs, its accuracy is moot
     ConceptProbes(SPACE.to_dict(), image_size=28, probe_type="linear").save_pretrained(tmp_path / "probes")

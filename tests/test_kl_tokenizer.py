@@ -9,7 +9,6 @@ import pytest
 import torch
 from conftest import reset_accelerate_state
 from diffusers import AutoencoderKL, DDPMScheduler, VQModel
-from repo_scripts import load_repo_script
 
 from compgen import TupleConditionedDiT, TupleConditionedDiTPipeline, get_split_preset
 from compgen.evaluation.probes import ConceptProbes
@@ -19,6 +18,7 @@ from compgen.launch.token_model_setup import reusable_tokenizer, tokenizer_optio
 from compgen.launch.tokenizer_kind import load_tokenizer, tokenizer_kind
 from compgen.models.kl_tokenizer import build_kl_tokenizer, encode_kl_latents
 from compgen.models.vq_tokenizer import build_vq_tokenizer, token_grid_size
+from compgen.recipes import load_recipe
 from compgen.training.tasks.dit import DiTTask
 from compgen.training.tasks.kl_tokenizer import KLTask
 from compgen.training.tasks.latent_tokenizer import latent_statistics, precompute_latents
@@ -183,7 +183,7 @@ TINY = ["--train_batch_size", "16", "--hidden_size", "16", "--num_layers", "2", 
 
 
 def test_maskgit_refuses_a_kl_tokenizer(tmp_path, capsys):
-    script = load_repo_script("examples/train_maskgit_jepa.py")
+    script = load_recipe("maskgit")
     reset_accelerate_state()
     with pytest.raises(SystemExit):
         script.main(["--output_dir", str(tmp_path / "flag"), *TINY, "--tokenizer", "kl"])
@@ -197,7 +197,7 @@ def test_maskgit_refuses_a_kl_tokenizer(tmp_path, capsys):
 
 @pytest.mark.usefixtures("fresh_accelerator_state")
 def test_train_dit_end_to_end_on_a_kl_tokenizer(dataset_dir, tmp_path, capsys):
-    script = load_repo_script("examples/train_dit.py")
+    script = load_recipe("tuple-dit")
     output = tmp_path / "dit-kl"
     torch.manual_seed(0)  # untrained probes: the evaluation and the tokenizer report run, their accuracy is moot
     ConceptProbes(GRAPH.space.to_dict(), image_size=28, probe_type="linear").save_pretrained(tmp_path / "probes")

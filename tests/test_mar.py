@@ -13,6 +13,7 @@ from diffusers import DDIMScheduler, DDPMScheduler, DiffusionPipeline
 from compgen import MARPipeline, MaskGITScheduler
 from compgen.concepts import shapes_space
 from compgen.models.mar_transformer import DiffusionHead, MARTransformer
+from compgen.recipes import load_recipe
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -161,12 +162,11 @@ def test_a_training_forward_predicts_the_noisy_masked_tokens():
 @pytest.mark.usefixtures("fresh_accelerator_state")
 def test_train_mar_end_to_end(dataset_dir, tmp_path):
     """The script on a tiny split: tokenizer first, then MAR, an evaluation, the card, and a pipeline that loads."""
-    from repo_scripts import load_repo_script
     from test_kl_tokenizer import TINY
 
     from compgen.evaluation.probes import ConceptProbes
 
-    script = load_repo_script("examples/train_mar.py")
+    script = load_recipe("mar")
     output = tmp_path / "mar"
     torch.manual_seed(0)  # untrained probes: the evaluation runs, its accuracy is moot
     ConceptProbes(SPACE.to_dict(), image_size=28, probe_type="linear").save_pretrained(tmp_path / "probes")

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 from conftest import reset_accelerate_state
-from repo_scripts import load_repo_script
 
 from compgen.analysis.gate_diagnostics import main as gates_main
 from compgen.analysis.rescore import evaluate_run
 from compgen.analysis.rescore import main as evaluate_main
+from compgen.recipes import load_recipe
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -21,7 +21,7 @@ def unet_run(tmp_path_factory):
     """A tiny U-Net run with evaluations, checkpoints and an export (EMA weights)."""
     out = tmp_path_factory.mktemp("unet-run")
     reset_accelerate_state()
-    load_repo_script("examples/train_tuple_unet.py").main([
+    load_recipe("tuple-unet").main([
         "--dataset", "okawa-h32-train1", "--cache_dir", str(out / "cache"), "--block_out_channels", "8,16",
         "--layers_per_block", "1", "--train_batch_size", "8", "--max_train_steps", "4", "--eval_steps", "4",
         "--eval_images_per_class", "4", "--checkpointing_steps", "4", "--eval_inference_steps", "3",
@@ -47,7 +47,7 @@ def test_a_bf16_sampled_evaluation_is_recorded_and_rescored_the_same(tmp_path):
     """Trained under bf16 autocast, the evaluation samples in the training's precision (bf16) by default, the log says
     so, and re-scoring the export repeats that sampler exactly (the scorers judge in fp32 either way)."""
     reset_accelerate_state()
-    load_repo_script("examples/train_tuple_unet.py").main([
+    load_recipe("tuple-unet").main([
         "--dataset", "okawa-h32-train1", "--cache_dir", str(tmp_path / "cache"), "--block_out_channels", "8,16",
         "--layers_per_block", "1", "--train_batch_size", "8", "--max_train_steps", "2", "--eval_steps", "2",
         "--eval_images_per_class", "4", "--eval_inference_steps", "3", "--mixed_precision", "bf16",
@@ -110,14 +110,14 @@ def test_the_removed_command_names_are_gone(old):
         importlib.import_module(f"compgen.evaluation.{old}")
 
 
-@pytest.mark.parametrize("script", ["examples/train_givt.py", "examples/train_mar.py"])
-def test_a_givt_or_mar_run_is_rescored_with_its_evaluations_sampler(script, dataset_dir, tmp_path):
+@pytest.mark.parametrize("recipe", ["givt", "mar"])
+def test_a_givt_or_mar_run_is_rescored_with_its_evaluations_sampler(recipe, dataset_dir, tmp_path):
     """Issue 42, case 14: "unknown pipeline" as a traceback; now scored, with the evaluation's temperature (and
     MAR's head steps) read from the log, to the training evaluation's scores."""
     from test_kl_tokenizer import TINY
 
     reset_accelerate_state()
-    load_repo_script(script).main([
+    load_recipe(recipe).main([
         *TINY, "--dataset", str(dataset_dir), "--max_train_steps", "2", "--eval_steps", "2",
         "--eval_images_per_class", "2", "--eval_temperature", "0.5", "--output_dir", str(tmp_path / "run")])
     last = json.loads((tmp_path / "run" / "learning_dynamics.jsonl").read_text().splitlines()[-1])
@@ -145,7 +145,7 @@ def test_a_run_evaluated_in_fp16_is_a_usage_error_on_the_cpu(unet_run, tmp_path,
 def test_a_guided_evaluation_is_recorded_and_rescored_the_same(tmp_path, capsys):
     """``--eval_guidance_scale`` (issue 40, item 3: guidance among the causes of pale held-out objects): the log's
     sampler records it and re-scoring repeats it; without concept dropout it is refused before any work."""
-    script = load_repo_script("examples/train_tuple_unet.py")
+    script = load_recipe("tuple-unet")
     tiny = ["--dataset", "okawa-h32-train1", "--cache_dir", str(tmp_path / "cache"), "--block_out_channels", "8,16",
             "--layers_per_block", "1", "--train_batch_size", "8", "--max_train_steps", "2", "--eval_steps", "2",
             "--eval_images_per_class", "4", "--eval_inference_steps", "3", "--eval_guidance_scale", "2.0",

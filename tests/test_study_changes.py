@@ -166,3 +166,28 @@ def test_a_run_recorded_under_an_option_s_old_name_is_unchanged_under_its_new_na
     assert changes(Run("tok", out, identity(renamed)), None) == []
     found = changes(Run("tok", out, identity(renamed | {"tokenizer_steps": 200})), None)
     assert "tokenizer_steps 100 -> 200" in found
+
+
+def test_a_run_recorded_with_an_example_script_is_unchanged_under_its_recipe(tmp_path):
+    """Study files name recipes now (``recipe: tuple-unet``); a cell recorded with the example script it ran
+    (``script: ../examples/train_tuple_unet.py``) is the same cell and resumes, while another recipe is a change."""
+    (tmp_path / "study").mkdir()
+    old = spec(models={"unet": {"script": UNET}})
+    run(tmp_path / "out", **{k: v for k, v in old.items() if k != "name"})
+    first = Study.from_dict(old).cells(tmp_path / "out")[0]
+    assert json.loads((first.output_dir / "study_run.json").read_text())["identity"]["script"] == UNET
+
+    summary = run(tmp_path / "out", models={"unet": {"recipe": "tuple-unet"}})
+    assert [c["status"] for c in summary["cells"]] == ["finished before"]
+    with pytest.raises(ValueError, match="recipe tuple-unet -> tuple-dit"):
+        run(tmp_path / "out", models={"unet": {"recipe": "tuple-dit"}})
+
+
+@pytest.mark.parametrize("model, message", [
+    ({"recipe": "unet"}, "unknown recipe 'unet'; the recipes are tuple-unet, maskgit"),
+    ({"recipe": "tuple-unet", "script": UNET}, "give its recipe .* or a script path, not both"),
+    ({"flags": {}}, "give its recipe .* or a script path, got neither"),
+])
+def test_a_model_names_one_known_recipe_or_one_script(model, message):
+    with pytest.raises(ValueError, match=message):
+        Study.from_dict(spec(models={"unet": model}))

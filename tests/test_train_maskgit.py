@@ -6,11 +6,11 @@ import pytest
 import torch
 from conftest import reset_accelerate_state
 from diffusers import VQModel
-from repo_scripts import load_repo_script
 from safetensors.torch import load_file
 
 from compgen import MaskGITPipeline, MaskGITTransformer
 from compgen.data.concept_graph_builder import build_concept_graph_dataset
+from compgen.recipes import load_recipe
 from compgen.training.checkpoint import list_checkpoints
 from compgen.training.tasks.maskgit import MaskGITTask
 
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.usefixtures("fresh_accelerator_state")
 
 @pytest.fixture(scope="module")
 def script():
-    return load_repo_script("examples/train_maskgit_jepa.py")
+    return load_recipe("maskgit")
 
 
 @pytest.fixture(scope="module")

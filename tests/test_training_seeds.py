@@ -4,10 +4,10 @@ the training's random draws can be seeded apart, to tell which of them a seed's 
 import pytest
 import torch
 from conftest import reset_accelerate_state
-from repo_scripts import load_repo_script
 from safetensors.torch import load_file
 
 import compgen.training.trainer as trainer
+from compgen.recipes import load_recipe
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 TINY = ["--block_out_channels", "8,16", "--layers_per_block", "1", "--train_batch_size", "8", "--no_eval",
@@ -22,7 +22,7 @@ def _run(tmp_path, name, monkeypatch, *argv):
                         or batch_indices(n, b, step, seed))
     monkeypatch.setattr(trainer, "mix_seed", lambda seed, *parts: seen["draws"].append(seed) or mix_seed(seed, *parts))
     reset_accelerate_state()
-    load_repo_script("examples/train_tuple_unet.py").main(
+    load_recipe("tuple-unet").main(
         [*TINY, "--dataset", "okawa-h32-train1", "--cache_dir", str(tmp_path / "cache"),
          "--output_dir", str(tmp_path / name), *argv])
     return seen, load_file(str(tmp_path / name / "unet" / "diffusion_pytorch_model.safetensors"))

@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+from compgen.recipes import load_recipe
 from compgen.training.batches import batch_indices, check_batch_fits
 from compgen.training.config import TrainingConfig, add_training_arguments, config_from_args
 from compgen.training.ema import ExponentialMovingAverage, MomentumSchedule
@@ -74,7 +75,6 @@ def test_prepare_run_makes_model_initialisation_a_function_of_the_seed(tmp_path)
 def test_a_preset_trains_in_fp32_on_a_cpu_with_its_fp32_defaults(tmp_path, monkeypatch):
     """A script's ``cpu_fp32_presets`` entry layers over its preset where the run trains in fp32 on a CPU
     (``--mixed_precision no``, or ``auto`` without native bf16); flags still win; bf16 and CUDA runs are untouched."""
-    from repo_scripts import load_repo_script
 
     from compgen.launch.run_setup import apply_cpu_fp32_defaults, prepare_run
 
@@ -113,7 +113,7 @@ def test_a_preset_trains_in_fp32_on_a_cpu_with_its_fp32_defaults(tmp_path, monke
     assert prepare_run(argparse.ArgumentParser(), quick, shorter, cpu_fp32_presets=fp32)[1].eval_start_step == 300
     explicit = [*argv[:-1], str(tmp_path / "explicit"), "--max_train_steps", "500", "--eval_start_step", "450"]
     assert prepare_run(argparse.ArgumentParser(), quick, explicit, cpu_fp32_presets=fp32)[1].eval_start_step == 450
-    script = load_repo_script("examples/train_tuple_unet.py")
+    script = load_recipe("tuple-unet")
     assert set(script.CPU_FP32_PRESETS) <= set(script.PRESETS)
     for values in script.CPU_FP32_PRESETS.values():
         TrainingConfig(**values)  # every entry names training options with valid values

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import compgen
-from compgen.families import FAMILIES, ModelFamily
+from compgen.families import FAMILIES, ModelFamily, recipes
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -56,6 +56,45 @@ def test_the_contract_tests_cover_every_family():
 def test_every_hub_entry_file_and_example_belongs_to_a_family():
     entries = {str(path.relative_to(REPO)) for path in (REPO / "custom_pipelines").glob("*.py")}
     assert entries == {family.hub_entry for family in FAMILIES}
-    generator_scripts = {f"examples/{path.name}" for path in (REPO / "examples").glob("train_*.py")}
-    tokenizer_scripts = {"examples/train_vq_tokenizer.py"}
-    assert generator_scripts - tokenizer_scripts == {family.script for family in FAMILIES}
+    scripts = {f"examples/{path.name}" for path in (REPO / "examples").glob("train_*.py")}
+    assert scripts == {recipe.script for recipe in recipes().values()}
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=[f.name for f in FAMILIES])
+def test_every_family_trains_by_its_recipe_and_its_example_is_the_recipe(family: ModelFamily):
+    """A family's recipe (``compgen.recipes.<name>``) builds its model and task; its example script only runs it."""
+    recipe = importlib.import_module(family.recipe)
+    assert callable(recipe.main) and callable(recipe.check_arguments) and isinstance(recipe.PRESETS, dict)
+    source = inspect.getsource(recipe)
+    for path in (family.model, family.task):
+        assert ModelFamily.split(path)[1] in source, f"{family.recipe} does not build {path}"
+    example = (REPO / family.script).read_text()
+    assert f"from {family.recipe} import main" in example and len(example.splitlines()) <= 15
+
+
+def test_the_recipes_are_the_table_s_and_each_runs_by_name(capsys):
+    from compgen.recipes import load_recipe
+    from compgen.train import main
+
+    modules = {f"compgen.recipes.{path.stem}" for path in (REPO / "src/compgen/recipes").glob("[!_]*.py")}
+    assert modules == {recipe.module for recipe in recipes().values()}
+    for name in recipes():
+        with pytest.raises(SystemExit) as exit_info:
+            main([name, "--help"])
+        assert exit_info.value.code == 0 and f"usage: python -m compgen.train {name}" in capsys.readouterr().out
+    for argv in (["unet"], []):
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 2 and "tuple-unet, maskgit" in capsys.readouterr().err.replace("'", "")
+    with pytest.raises(ValueError, match="unknown recipe 'dit'; the recipes are tuple-unet"):
+        load_recipe("dit")
+
+
+def test_study_files_name_recipes_not_scripts():
+    import yaml
+
+    for path in sorted((REPO / "studies").glob("*.yaml")):
+        study = yaml.safe_load(path.read_text())
+        specs = [*study["models"].values(), *([study["tokenizer"]] if study.get("tokenizer") else []),
+                 *(study.get("tokenizers") or {}).values()]
+        assert all(spec.get("recipe") in recipes() and "script" not in spec for spec in specs), path.name

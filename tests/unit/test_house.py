@@ -142,7 +142,7 @@ def test_no_import_cycles():
 LAYERS = [
     {"concepts", "solids", "shapes", "images", "atomic_io", "hub", "eval_mode", "option_names", "families", "__init__"},
     {"data"}, {"cli"}, {"models"}, {"schedulers"}, {"pipelines"}, {"evaluation"}, {"training"}, {"analysis"},
-    {"launch"}, {"studies"}, {"quickstart"},
+    {"launch"}, {"recipes", "train"}, {"studies"}, {"quickstart"},
 ]
 """compgen's packages and top modules from the bottom up (ARCHITECTURE.md's table, top row first): each imports only
 its own layer and those below (the package ``compgen/__init__`` re-exports lazily, so it sits at the bottom)."""

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from repo_scripts import load_repo_script
+
+from compgen.recipes import load_recipe
 
 
 def test_print_config_names_each_options_layer_and_exits_before_any_work(tmp_path, capsys):
-    script = load_repo_script("examples/train_tuple_unet.py")
+    script = load_recipe("tuple-unet")
     with pytest.raises(SystemExit) as exit_info:
         script.main(["--preset", "quickstart", "--learning_rate", "5e-4", "--cache_dir", str(tmp_path / "cache"),
                      "--output_dir", str(tmp_path / "out"), "--print_config"])

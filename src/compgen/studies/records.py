@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..atomic_io import atomic_write_text
+from ..families import recipe_of_script
 from ..option_names import renamed_options
 from ..training.run_directory import EXPORT_STATE_NAME, RunDirectory
 
@@ -79,8 +80,13 @@ def check_unchanged(runs: Sequence[StudyRun], steps: dict[str, int | None], sour
 def _renamed(identity: Any) -> Any:
     """``identity`` with every ``flags`` mapping in it under the options' current names: a run recorded before an
     option's rename (``vq_steps``) is the same run as one the study file now gives the new name
-    (``tokenizer_steps``)."""
+    (``tokenizer_steps``); and one recorded with an example script (``script: ../examples/train_dit.py``) is the same
+    as one that names its recipe (``recipe: tuple-dit``)."""
     if isinstance(identity, dict):
+        recipe = recipe_of_script(identity["script"]) if isinstance(identity.get("script"), str) else None
+        if recipe is not None:
+            identity = {("recipe" if key == "script" else key): (recipe.name if key == "script" else value)
+                        for key, value in identity.items()}
         return {key: _renamed(renamed_options(value) if key == "flags" and isinstance(value, dict) else value)
                 for key, value in identity.items()}
     return identity

@@ -2,12 +2,13 @@
 
     python -m compgen.studies.runner --runs RUNS.txt [--parallel K] [--summary queue.json]
 
-``RUNS.txt`` holds one training command per line, the script path followed by its flags (``#`` starts a comment)::
+``RUNS.txt`` holds one training command per line, a recipe (``python -m compgen.train --help`` lists them) or a
+script path, followed by its flags (``#`` starts a comment)::
 
-    examples/train_tuple_unet.py --preset paper --seed 0 --output_dir runs/unet-seed0
+    tuple-unet --preset paper --seed 0 --output_dir runs/unet-seed0
     examples/train_tuple_unet.py --preset paper --seed 1 --output_dir runs/unet-seed1
 
-Each command runs inside this process (the script's ``main(argv)``), so a GPU holds one CUDA context and one run at a
+Each command runs inside this process (the recipe's ``main(argv)``), so a GPU holds one CUDA context and one run at a
 time: training processes that share a GPU each run far slower than alone (``docs/training.md``). A
 failing run is reported and the queue goes on. ``--parallel K`` splits the queue over ``K`` worker processes, each
 running its share in order: useful on a multi-core CPU (one thread per worker), not on one GPU. The summary lists
@@ -36,7 +37,9 @@ from types import ModuleType
 from typing import TextIO
 
 from ..cli import ArgumentParser
+from ..families import recipes
 from ..launch.directory_claim import claims_held, release_claims
+from ..recipes import load_recipe
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +56,10 @@ class CommandResult:
 
 
 def load_script(path: str | Path) -> ModuleType:
-    """Execute a script file (e.g. ``examples/train_tuple_unet.py``) as a fresh module and return it."""
+    """The module a command starts with: a recipe by name (``tuple-unet``, :func:`compgen.families.recipes`), or a
+    script file (e.g. ``examples/train_tuple_unet.py``) executed as a fresh module."""
+    if isinstance(path, str) and path in recipes():
+        return load_recipe(path)
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no script at {path}")
@@ -74,8 +80,9 @@ def parse_runs(text: str) -> list[list[str]]:
             raise ValueError(f"runs file line {number}: {error} in {line.strip()!r}") from None
         if not words:
             continue
-        if not words[0].endswith(".py"):
-            raise ValueError(f"runs file line {number}: a command starts with a script path (*.py), got {words[0]!r}")
+        if not words[0].endswith(".py") and words[0] not in recipes():
+            raise ValueError(f"runs file line {number}: a command starts with a recipe ({', '.join(recipes())}) or "
+                             f"a script path (*.py), got {words[0]!r}")
         commands.append(words)
     return commands
 
@@ -192,9 +199,9 @@ def run_queue(commands: Sequence[Sequence[str]], parallel: int = 1, threads_per_
 
 def main(argv: Sequence[str] | None = None) -> list[CommandResult]:
     parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", help="file with one command per line (script path, then its flags)")
+    parser.add_argument("--runs", help="file with one command per line (a recipe or script path, then its flags)")
     parser.add_argument("--run", action="append", default=[], help="one command (repeatable), e.g. "
-                        "'examples/train_tuple_unet.py --seed 0 --output_dir runs/a'")
+                        "'tuple-unet --seed 0 --output_dir runs/a'")
     parser.add_argument("--parallel", type=int, default=1, help="worker processes (CPUs only; 1 on a GPU)")
     parser.add_argument("--threads_per_worker", type=int, default=None, help="torch threads per worker")
     parser.add_argument("--summary", default=None, help="write every run's status and wall-clock here (JSON)")
@@ -210,8 +217,8 @@ def main(argv: Sequence[str] | None = None) -> list[CommandResult]:
     if not commands:
         parser.error("no runs: give --runs FILE or --run COMMAND")
     for command in commands:
-        if not Path(command[0]).is_file():
-            parser.error(f"no script at {command[0]}")
+        if command[0] not in recipes() and not Path(command[0]).is_file():
+            parser.error(f"no recipe {command[0]!r} and no script at {command[0]}")
     start = time.perf_counter()
     results = run_queue(commands, args.parallel, args.threads_per_worker)
     total = time.perf_counter() - start

@@ -2,8 +2,9 @@
 
 Paper B's findings are comparisons under control: the same tokens under a categorical or a continuous objective, the
 same model under complete or partial conditioning. A study file (YAML) names the grid; ``examples/run_study.py``
-runs every cell through the example training scripts, resumes unfinished cells, skips finished ones, reports failed
-ones while the rest go on, and writes ``summary.md`` / ``summary.json`` with plots. Example (``studies/``)::
+runs every cell through its recipe (``recipe:``, a name of ``python -m compgen.train``; or ``script:``, a training
+script's path), resumes unfinished cells, skips finished ones, reports failed ones while the rest go on, and writes
+``summary.md`` / ``summary.json`` with plots. Example (``studies/``)::
 
     name: objective-h32
     datasets: [okawa-h32-train1]    # config names, export directories, Hub ids, or new configs (see below)
@@ -13,11 +14,11 @@ ones while the rest go on, and writes ``summary.md`` / ``summary.json`` with plo
     dropout: 0.1                    # the concept-dropout rate of the +dropout modes (Paper B: about 10%)
     flags: {eval_steps: 250}        # for every cell
     tokenizer:                      # trained once per dataset, shared by every model with tokens: true
-      script: ../examples/train_vq_tokenizer.py
+      recipe: tokenizer
       flags: {preset: cpu-quick}
     models:
-      maskgit: {script: ../examples/train_maskgit_jepa.py, tokens: true, flags: {preset: cpu-quick, jepa_weight: 0}}
-      dit: {script: ../examples/train_dit.py, tokens: true, flags: {preset: cpu-quick},
+      maskgit: {recipe: maskgit, tokens: true, flags: {preset: cpu-quick, jepa_weight: 0}}
+      dit: {recipe: tuple-dit, tokens: true, flags: {preset: cpu-quick},
             conditioning: [full, quantized]}   # a model's own modes replace the study's
 
 A dataset entry may also define a new concept-graph config, exported once into the study's ``data/`` directory::
@@ -30,8 +31,8 @@ A model may fine-tune another's cells (Paper A, Fig. 9): ``init_from`` names a m
 dataset; each cell starts from its cell of the same seed and mode, on its own ``datasets`` and ``steps``::
 
     models:
-      unet: {script: ../examples/train_tuple_unet.py, flags: {preset: quickstart}}
-      unet-plus-101: {script: ../examples/train_tuple_unet.py, init_from: unet, steps: 400,
+      unet: {recipe: tuple-unet, flags: {preset: quickstart}}
+      unet-plus-101: {recipe: tuple-unet, init_from: unet, steps: 400,
                       datasets: [{name: fail1-plus-101, training_classes: ["000", "100", "001", "111", "101"]}]}
 
 The tokenizer trains on each study dataset's training split, unless ``tokenizer: {dataset: ...}`` names one dataset
@@ -39,10 +40,10 @@ The tokenizer trains on each study dataset's training split, unless ``tokenizer:
 classes when the training-split tokenizer caps the held-out classes (its name then labels every result)::
 
     tokenizer:
-      script: ../examples/train_vq_tokenizer.py
+      recipe: tokenizer
       dataset: {name: h32-all-classes, split_preset: H32-train1, training_classes: [...all eight...]}
 
-Paths in a study file (scripts, dataset directories) are relative to the study file's directory (``~`` is the home
+Paths in a study file (``script:``, dataset directories) are relative to the study file's directory (``~`` is the home
 directory); a dataset entry that is no directory there is a config name or a Hub id. Every name must be used once:
 a repeated model key, seed, dataset or conditioning mode is refused, and so are the flags the study sets itself
 (``seed``, ``conditioning``, ``max_train_steps``, ``dataset``, ``output_dir``, ...: use ``seeds``, ``conditioning``,
@@ -69,6 +70,7 @@ from typing import Any
 
 import yaml
 
+from ..families import recipe_of_script, recipes
 from .cells import Cell, TokenizerCell, canonical_json, file_safe, flags_to_argv
 from .checks import UniqueKeyLoader, check_definition, expect, expect_flags, expect_list, expect_unique
 from .records import export_is_current, record_definition
@@ -173,12 +175,10 @@ class Study:
             where = f"{source}: model {name!r}"
             expect(name, str, f"{where}: its name")
             expect(model, dict, where)
-            extra = sorted(set(model) - {"script", "tokens", "flags", "conditioning", *FINE_TUNING_KEYS})
+            extra = sorted(set(model) - {"recipe", "script", "tokens", "flags", "conditioning", *FINE_TUNING_KEYS})
             if extra:
                 raise ValueError(f"{where} has unknown keys {extra}")
-            expect(model.get("script"), str, f"{where}: script")
-            if not self.path(model["script"]).is_file():
-                raise ValueError(f"{where}: no script at {self.path(model['script'])}")
+            self._validate_program(model, where)
             expect(model.get("tokens", False), (bool, str), f"{where}: tokens")
             tokenizer_flags = {"tokenizer_path": "its tokenizer", "vqvae_path": "its tokenizer"}  # and the old name
             reserved = STUDY_FLAGS | (tokenizer_flags if model.get("tokens") else {})
@@ -202,13 +202,11 @@ class Study:
         for name, spec in self.tokenizer_specs().items():
             where = f"{source}: tokenizer" + (f" {name!r}" if name else "")
             expect(spec, dict, where)
-            extra = sorted(set(spec) - {"script", "flags", "dataset"})
+            extra = sorted(set(spec) - {"recipe", "script", "flags", "dataset"})
             if extra:
                 raise ValueError(f"{where} has unknown keys {extra}" if name else
                                  f"{source}: the tokenizer has unknown keys {extra}")
-            expect(spec.get("script"), str, f"{where}: script")
-            if not self.path(spec["script"]).is_file():
-                raise ValueError(f"{where}: no script at {self.path(spec['script'])}")
+            self._validate_program(spec, where)
             expect_flags(spec.get("flags", {}), f"{where}: flags", dict.fromkeys(TOKENIZER_FLAGS, "the study"))
         expect_list(self.datasets, (str, dict), f"{source}: datasets")
         tokenizer_datasets = [spec["dataset"] for spec in self.tokenizer_specs().values() if "dataset" in spec]
@@ -230,6 +228,32 @@ class Study:
             if other is not run:
                 raise ValueError(f"{source}: {other.name!r} and {run.name!r} would share the directory "
                                  f"{run.output_dir.name} (their names are the same once made file-safe): rename one")
+
+    def _validate_program(self, spec: dict[str, Any], where: str) -> None:
+        """What a model or tokenizer runs: ``recipe`` (a name of :func:`compgen.families.recipes`) or ``script`` (a
+        training script's path), exactly one."""
+        given = [key for key in ("recipe", "script") if key in spec]
+        if len(given) != 1:
+            raise ValueError(f"{where}: give its recipe ({', '.join(recipes())}) or a script path, "
+                             f"{'not both' if given else 'got neither'}")
+        expect(spec[given[0]], str, f"{where}: {given[0]}")
+        if "recipe" in spec and spec["recipe"] not in recipes():
+            raise ValueError(f"{where}: unknown recipe {spec['recipe']!r}; the recipes are {', '.join(recipes())}")
+        if "script" in spec and not self.path(spec["script"]).is_file():
+            raise ValueError(f"{where}: no script at {self.path(spec['script'])}")
+
+    def program(self, spec: dict[str, Any]) -> str:
+        """The first word of a run's command: its recipe's name, or its script's path."""
+        return spec["recipe"] if "recipe" in spec else str(self.path(spec["script"]))
+
+    def _trains_with(self, spec: dict[str, Any]) -> str:
+        """The recipe a model trains with (an example script read as its recipe), else its script's full path."""
+        recipe = spec.get("recipe") or getattr(recipe_of_script(spec["script"]), "name", None)
+        return recipe or str(self.path(spec["script"]).resolve())
+
+    @staticmethod
+    def _program_identity(spec: dict[str, Any]) -> dict[str, str]:
+        return {key: spec[key] for key in ("recipe", "script") if key in spec}
 
     @property
     def dataset_names(self) -> list[str]:
@@ -264,10 +288,10 @@ class Study:
             self.models[source].get("conditioning", self.conditioning))
         if missing:
             raise ValueError(f"{where}: init_from {source!r} has no cells of conditioning {sorted(missing)}")
-        scripts = [self.models[name].get("script") for name in (name, source)]
-        if all(isinstance(script, str) for script in scripts) and len({self.path(x).resolve() for x in scripts}) > 1:
-            raise ValueError(f"{where}: init_from {source!r} trains with {self.models[source]['script']}, this model "
-                             f"with {model['script']}: a model fine-tunes weights of its own architecture")
+        trains_with = [self._trains_with(self.models[name]) for name in (name, source)]
+        if trains_with[0] != trains_with[1]:
+            raise ValueError(f"{where}: init_from {source!r} trains with {trains_with[1]}, this model with "
+                             f"{trains_with[0]}: a model fine-tunes weights of its own architecture")
         if "tokens" in model and self.model_tokenizer(model) != self.model_tokenizer(self.models[source]):
             raise ValueError(f"{where}: tokens {model['tokens']!r}, but init_from {source!r} decodes through "
                              f"{self.models[source].get('tokens', False)!r}: a fine-tuned model keeps its source's "
@@ -328,7 +352,7 @@ class Study:
 
     def _tokenizer_identity(self, dataset: str, tokenizer: str = "") -> dict[str, Any]:
         spec = self.tokenizer_specs()[tokenizer]
-        return {"script": spec["script"], "flags": spec.get("flags", {}),
+        return {**self._program_identity(spec), "flags": spec.get("flags", {}),
                 "dataset": self._dataset_definition(self.tokenizer_dataset(dataset, tokenizer))}
 
     def tokenizer_runs(self, output_dir: Path) -> list[TokenizerCell]:
@@ -339,7 +363,7 @@ class Study:
             spec = self.tokenizer_specs()[tokenizer]
             for dataset in dict.fromkeys(self.tokenizer_dataset(d, tokenizer) for d in self.dataset_names):
                 directory = self.tokenizer_dir(output_dir, dataset, tokenizer)
-                command = (str(self.path(spec["script"])), *flags_to_argv(
+                command = (self.program(spec), *flags_to_argv(
                     spec.get("flags", {}) | self.dataset_flags(output_dir, dataset)
                     | {"output_dir": str(directory), "resume_from_checkpoint": "latest"}))
                 identity = canonical_json(self._tokenizer_identity(dataset, tokenizer))
@@ -372,7 +396,7 @@ class Study:
                 steps = model.get("steps", self.steps)
                 flags = options | {"max_train_steps": steps, **self.dataset_flags(output_dir, dataset),
                                    "output_dir": str(directory), "resume_from_checkpoint": "latest"}
-                identity = {"script": model["script"], "flags": options,
+                identity = {**self._program_identity(model), "flags": options,
                             "dataset": self._dataset_definition(dataset), "tokenizer": None}
                 tokenizer = self.model_tokenizer(model)
                 if tokenizer is not None:
@@ -384,7 +408,7 @@ class Study:
                                                                                            mode, seed))
                     flags["init_from"] = str(source.output_dir)
                     identity["init_from"] = json.loads(source.identity)
-                command = (str(self.path(model["script"])), *flags_to_argv(flags))
+                command = (self.program(model), *flags_to_argv(flags))
                 cells.append(Cell(model_name, mode, seed, dataset, command, directory, canonical_json(identity),
                                   steps, source.name if source else None))
         return cells

@@ -10,19 +10,17 @@ fine-tuning run starts from (``fine_tuning.py``), and the end of a run (``export
 sits above this package.
 """
 
-from .config import TrainingConfig
-from .tasks import (
-    DDPMTask,
-    DiTTask,
-    FlowMatchingDiTTask,
-    GIVTTask,
-    KLTask,
-    MARTask,
-    MaskGITTask,
-    TrainingTask,
-    VQTask,
-)
-from .trainer import Trainer
+from typing import Any
 
-__all__ = ["DDPMTask", "DiTTask", "FlowMatchingDiTTask", "GIVTTask", "KLTask", "MARTask", "MaskGITTask", "Trainer",
-           "TrainingConfig", "TrainingTask", "VQTask"]
+from . import tasks
+from .config import TrainingConfig as TrainingConfig
+from .trainer import Trainer as Trainer
+
+__all__ = sorted([*tasks.__all__, "Trainer", "TrainingConfig"])
+
+
+def __getattr__(name: str) -> Any:
+    """The tasks (:mod:`compgen.training.tasks`), imported on first use."""
+    if name in tasks.__all__:
+        return getattr(tasks, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
