@@ -157,3 +157,23 @@ def test_the_usage_snippet_is_valid_python_for_a_path_with_quotes(tmp_path):
     calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and getattr(node.func, "attr", "") ==
              "from_pretrained"]
     assert calls[0].args[0].value == str(out)
+
+
+@pytest.mark.parametrize("row", [pytest.param(row, id=row.id) for row in __import__("model_families").TABLE])
+def test_the_model_section_lists_the_exported_config_as_from_pretrained_loads_it(row, tmp_path):
+    """The card's model section is read from the export's ``config.json`` (a pipeline's denoiser, a tokenizer's own),
+    not copied by hand: every entry but diffusers' ``_`` ones and the concept space appears with its value."""
+    import json
+
+    from compgen.training.model_card import CONFIG_LEFT_OUT
+
+    model = row.model()
+    (row.pipeline(model) if row.pipeline is not None else model).save_pretrained(tmp_path)
+    text = read_card(tmp_path).text
+    path = "config.json" if row.pipeline is None else f"{'unet' if 'unet' in row.id else 'transformer'}/config.json"
+    config = json.loads((tmp_path / path).read_text())
+    assert f"Its config (`{path}`, as `from_pretrained` loads it):" in text
+    for key, value in config.items():
+        listed = f"- {key}: `{value}`" in text
+        assert listed == (not key.startswith("_") and key not in CONFIG_LEFT_OUT), key
+    assert "hidden_size: `16`" in text  # the task's own rows (DETAILS) stay above the config

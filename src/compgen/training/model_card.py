@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from ..atomic_io import atomic_write_text
 from ..concepts import ConceptGraph
 from ..evaluation.curves import first_step_at
 from ..evaluation.tracker import own_records
+from ..families import pipelines
 
 PLOT_NAME = "learning_dynamics.png"
 LOCAL_OPTIONS = ("cache_dir", "celeba_dir", "celeba_parquet", "probes_path", "tokenizer_path", "vqvae_path",
@@ -24,6 +26,28 @@ CELEBA_LICENSE_NAME = "celeba-dataset-release-agreement"
 CELEBA_LICENSE_LINK = "https://mmlab.ie.cuhk.edu.hk/projects/CelebA.html"
 CELEBA_LICENSE_TEXT = ("Trained on CelebA, whose release agreement allows non-commercial research purposes only: these "
                        "weights carry that restriction (`license: other`). The compgen code is Apache-2.0.")
+
+
+CONFIG_LEFT_OUT = ("concept_space", "continuous_concepts")
+"""Config entries the card's model section leaves out: the concept space and its values, which the card states above."""
+
+
+def saved_model_config(directory: str | Path) -> tuple[str, dict[str, Any]]:
+    """The trained model's config as exported in ``directory`` (a family pipeline's denoiser, ``unet`` or
+    ``transformer``, or a bare model's own ``config.json``), less diffusers' ``_`` entries and :data:`CONFIG_LEFT_OUT`:
+    the card's model section, read from the file ``from_pretrained`` loads. Returns ``(its path in directory,
+    entries)``; ``("", {})`` where there is none."""
+    directory = Path(directory)
+    relative = "config.json"
+    if (directory / "model_index.json").is_file():
+        name = json.loads((directory / "model_index.json").read_text()).get("_class_name")
+        denoiser = pipelines().get(name, ("", ""))[1]
+        relative = f"{denoiser}/config.json" if denoiser else ""
+    if not relative or not (directory / relative).is_file():
+        return "", {}
+    config = json.loads((directory / relative).read_text())
+    return relative, {key: value for key, value in config.items()
+                      if not key.startswith("_") and key not in CONFIG_LEFT_OUT}
 
 
 def is_celeba_dataset(dataset_name: str | None) -> bool:
@@ -173,8 +197,9 @@ def write_model_card(
     """Write ``output_dir/README.md`` (and the learning-dynamics plot when there are records).
 
     ``details`` (from the training task) may hold ``model_name``, ``pipeline_class``, ``tags``, ``hyperparameters``
-    (``{name: value}``, listed under *Model*) and ``sections``: ``(title, markdown)`` pairs rendered as ``## title``
-    sections after *Results* (e.g. MaskGIT's tokenizer reconstruction table).
+    (``{name: value}``: the objective, sampler and task options, listed under *Model* above the model's own config,
+    which :func:`saved_model_config` reads from the export already in ``output_dir``) and ``sections``: ``(title,
+    markdown)`` pairs rendered as ``## title`` sections after *Results* (e.g. MaskGIT's tokenizer reconstruction table).
     """
     output_dir = Path(output_dir)
     has_plot = False
@@ -231,6 +256,10 @@ def write_model_card(
         body += [f"![learning dynamics]({PLOT_NAME})", ""]
     body += sections_markdown(details.get("sections", []))
     body += ["## Model", ""] + [f"- {k}: `{v}`" for k, v in hyper.items()]
+    config_path, model_config = saved_model_config(output_dir)
+    if model_config:
+        body += ["", f"Its config (`{config_path}`, as `from_pretrained` loads it):", ""]
+        body += [f"- {k}: `{v}`" for k, v in model_config.items()]
     body += ["", "## Training", ""] + [f"- {k}: `{v}`" for k, v in sorted(training.items())]
     body += ["", "Evaluation: concept probes and, for the shapes data, pixel statistics score every generated image "
                  "(compgen.evaluation; docs/evaluation.md).", ""]

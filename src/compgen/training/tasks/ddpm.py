@@ -104,20 +104,11 @@ class DDPMTask(TrainingTask):
         self.pipeline(model).save_pretrained(output_dir, safe_serialization=True)
 
     def model_card_details(self) -> dict[str, Any]:
-        config = self.model.config
         return {
             "model_name": "TupleConditionedUNet2DModel (DDPM)",
             "pipeline_class": "TupleConditionedDDPMPipeline",
             "tags": ["ddpm", "unet"],
-            "hyperparameters": {
-                "block_out_channels": list(config.block_out_channels),
-                "conditioning": config.conditioning,
-                "concept_dropout": config.concept_dropout,
-                "concept_modulation": config.concept_modulation,
-                "concept_embedding_init": getattr(config, "concept_embedding_init", "normal"),
-                "block_type": getattr(config, "block_type", "residual"),
-                "norm_type": getattr(config, "norm_type", "group"),
-                "modulate_full_resolution": getattr(config, "modulate_full_resolution", False),
+            "hyperparameters": {  # the U-Net's own options follow from its config.json
                 "num_train_timesteps": self.scheduler.config.num_train_timesteps,
                 "beta_schedule": self.scheduler.config.beta_schedule,
                 "prediction_type": self.scheduler.config.prediction_type,

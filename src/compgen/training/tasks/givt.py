@@ -32,7 +32,6 @@ class GIVTTask(MaskedLatentTask):
         return GIVTPipeline(transformer=transformer, scheduler=self.scheduler, **self.tokenizer_components())
 
     def model_card_details(self) -> dict[str, Any]:
-        config = self.model.config
         return {
             "model_name": "GIVTTransformer (Gaussian mixtures over tokenizer latents, MaskGIT's masking)",
             "pipeline_class": "GIVTPipeline",
@@ -40,7 +39,6 @@ class GIVTTask(MaskedLatentTask):
             "hyperparameters": {
                 "objective": "negative log-likelihood of the masked tokens' latents under a Gaussian mixture (GIVT)",
                 "tokenizer": self.tokenizer_description(),
-                "num_mixtures": config.num_mixtures,
                 **self.backbone_hyperparameters(),
                 "eval_sampler": f"{self.eval_inference_steps} steps, random reveal order, temperature "
                                 f"{self.eval_temperature}",

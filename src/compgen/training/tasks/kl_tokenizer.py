@@ -100,14 +100,11 @@ class KLTask(TrainingTask):
             (Path(output_dir) / "tokenizer_options.json").write_text(json.dumps(self.options, indent=2) + "\n")
 
     def model_card_details(self) -> dict[str, Any]:
-        config = self.vae.config
         return {
             "model_name": "AutoencoderKL tokenizer",
             "pipeline_class": "AutoencoderKL",
             "tags": ["autoencoder-kl", "tokenizer"],
-            "hyperparameters": {
-                "block_out_channels": list(config.block_out_channels),
-                "latent_channels": config.latent_channels,
+            "hyperparameters": {  # the AutoencoderKL's own options follow from its config.json
                 "kl_weight": self.kl_weight,
                 "tokenizer_data": (self.options or {}).get("tokenizer_data", "not recorded"),
             },

@@ -80,13 +80,10 @@ class LatentTokenizerMixin:
                 else "VQModel (latents before quantization)")
 
     def dit_card_hyperparameters(self, objective: str) -> dict[str, Any]:
-        """The model card's hyperparameters of a DiT over the tokenizer's latents that every objective shares."""
-        config = self.model.config
-        return {"objective": objective, "tokenizer": self.tokenizer_description(), "hidden_size": config.hidden_size,
-                "num_layers": config.num_layers, "num_heads": config.num_heads, "grid_size": config.grid_size,
-                "latent_channels": config.latent_channels,
-                "conditioning": f"{config.conditioning}, as concept tokens (time as one more token)",
-                "concept_dropout": config.concept_dropout,
+        """The model card's hyperparameters of a DiT over the tokenizer's latents that every objective shares (the
+        DiT's own options follow from its config.json)."""
+        return {"objective": objective, "tokenizer": self.tokenizer_description(),
+                "conditioning": "as concept tokens (time as one more token)",
                 "num_train_timesteps": self.scheduler.config.num_train_timesteps}
 
     def decoding_description(self) -> str:

@@ -86,7 +86,6 @@ class MARTask(MaskedLatentTask):
         return super().eval_sampling() | {"num_head_steps": self.eval_head_steps}
 
     def model_card_details(self) -> dict[str, Any]:
-        config = self.model.config
         return {
             "model_name": "MARTransformer (a diffusion head per token over tokenizer latents, MaskGIT's masking)",
             "pipeline_class": "MARPipeline",
@@ -94,7 +93,7 @@ class MARTask(MaskedLatentTask):
             "hyperparameters": {
                 "objective": "diffusion loss of the masked tokens' latents under a per-token MLP head (MAR)",
                 "tokenizer": self.tokenizer_description(),
-                "head": f"MLP width {config.head_width}, {config.head_depth} adaLN blocks",
+                "head": "an MLP of head_depth adaLN blocks of head_width (config.json)",
                 "diffusion_batch_multiplier": self.diffusion_batch_multiplier,
                 "num_train_timesteps": self.head_scheduler.config.num_train_timesteps,
                 "prediction_type": self.head_scheduler.config.prediction_type,

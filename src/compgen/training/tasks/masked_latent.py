@@ -79,12 +79,9 @@ class MaskedLatentTask(LatentTokenizerMixin, TrainingTask):
                                  **self.eval_sampling())
 
     def backbone_hyperparameters(self) -> dict[str, Any]:
-        """The shared transformer's options and the masking schedule, for the model card of GIVT and MAR alike."""
-        config = self.model.config
-        return {"hidden_size": config.hidden_size, "num_layers": config.num_layers, "num_heads": config.num_heads,
-                "grid_size": config.grid_size, "latent_channels": config.latent_channels,
-                "conditioning": f"{config.conditioning}, as concept tokens", "concept_dropout": config.concept_dropout,
-                "masking_schedule": self.scheduler.config.masking_schedule}
+        """How the shared transformer is conditioned and masked, for the model card of GIVT and MAR alike (its own
+        options follow from its config.json)."""
+        return {"conditioning": "as concept tokens", "masking_schedule": self.scheduler.config.masking_schedule}
 
     def save_pretrained(self, model, output_dir: Path) -> None:
         self.pipeline(self.model).save_pretrained(output_dir, safe_serialization=True)

@@ -232,17 +232,10 @@ class MaskGITTask(TrainingTask):
             save_file(predictor_state, str(target_dir / "predictor.safetensors"))
 
     def model_card_details(self) -> dict[str, Any]:
-        config = self.model.transformer.config
-        hyper: dict[str, Any] = {
+        hyper: dict[str, Any] = {  # the transformer's own options follow from its config.json
             "objective": f"MaskGIT cross-entropy + {self.jepa_weight} x JEPA" if self.target else "MaskGIT (no JEPA)",
             "jepa_weight (lambda)": self.jepa_weight,
-            "hidden_size": config.hidden_size,
-            "num_layers": config.num_layers,
-            "num_heads": config.num_heads,
-            "grid_size": config.grid_size,
-            "codebook_size": config.codebook_size,
-            "conditioning": f"{config.conditioning}, as concept tokens",
-            "concept_dropout": config.concept_dropout,
+            "conditioning": "as concept tokens",
             "masking_schedule": self.scheduler.config.masking_schedule,
             "mask_type": self.mask_type,
             "label_smoothing": self.label_smoothing,

@@ -99,15 +99,11 @@ class VQTask(TrainingTask):
         return ["the dead-code restarts (until a fraction of the training)"] if self.restart_every else []
 
     def model_card_details(self) -> dict[str, Any]:
-        config = self.model.config
         return {
             "model_name": "VQModel tokenizer",
             "pipeline_class": "VQModel",
             "tags": ["vqvae", "tokenizer"],
-            "hyperparameters": {
-                "block_out_channels": list(config.block_out_channels),
-                "num_vq_embeddings": config.num_vq_embeddings,
-                "vq_embed_dim": config.vq_embed_dim,
+            "hyperparameters": {  # the VQModel's own options follow from its config.json
                 "tokenizer_data": (self.options or {}).get("tokenizer_data", "not recorded"),
             },
         }
