@@ -36,9 +36,9 @@ from ..cli import ArgumentParser
 from ..concepts import ConceptGraph
 from ..evaluation.sampling_precision import sampling_precision
 from ..families import pipelines
-from ..images import unit_to_uint8
 from ..models.transformer_block import convert_legacy_block_weights
 from ..pipelines.concept_inputs import check_temperature
+from ..training.tasks.base import sample_in_batches
 
 PIPELINES = pipelines()
 """Every family's pipeline (``compgen.families``): its module and the component holding the model."""
@@ -211,20 +211,18 @@ def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, gu
     if concept_values == "sampled" and model.config.conditioning != "full":
         raise ValueError("--concept_values sampled needs a model trained with full conditioning")
 
+    options: dict[str, Any] = dict(sampler)
+    if guidance_scale is not None:  # else the evaluation's (the log's sampler), or none
+        options["guidance_scale"] = guidance_scale
+    if num_inference_steps is not None:
+        options["num_inference_steps"] = num_inference_steps
+
     def generate(concepts: list[str], generation_seed: int) -> np.ndarray:
-        generator = torch.Generator().manual_seed(generation_seed)
-        chunks = []
-        for start in range(0, len(concepts), batch_size):
-            names = concepts[start : start + batch_size]
-            kwargs: dict[str, Any] = {**sampler, "generator": generator, "output_type": "np"}
-            if guidance_scale is not None:  # else the evaluation's (the log's sampler), or none
-                kwargs["guidance_scale"] = guidance_scale
-            if concept_values == "sampled":
-                kwargs["concept_values"] = sampled_concept_values(graph, names, generation_seed + start)
-            if num_inference_steps is not None:
-                kwargs["num_inference_steps"] = num_inference_steps
-            chunks.append(pipeline(names, **kwargs).images)
-        return unit_to_uint8(np.concatenate(chunks))
+        per_batch = None
+        if concept_values == "sampled":
+            def per_batch(names: list[str], start: int) -> dict[str, Any]:
+                return {"concept_values": sampled_concept_values(graph, names, generation_seed + start)}
+        return sample_in_batches(pipeline, model, concepts, generation_seed, batch_size, per_batch, **options)
 
     tracker = LearningDynamicsTracker(graph, default_shapes_probes(graph.space), num_images_per_class=images_per_class,
                                       seed=seed, sample_dir=sample_dir, samples_per_class=8)

@@ -1,11 +1,12 @@
 """What a model adds to the shared loop: the :class:`TrainingTask` contract every task of this package fulfils, and
-:func:`sample_in_batches`, how a token model's task samples for the evaluation.
+:func:`sample_in_batches`, how every evaluation samples.
 
 The seeded batches the loop hands a task are :mod:`compgen.training.batches`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -109,12 +110,18 @@ class TrainingTask:
 
 @torch.no_grad()
 def sample_in_batches(pipe, model: nn.Module, concepts: list[str], seed: int, batch_size: int,
+                      per_batch: Callable[[list[str], int], dict[str, Any]] | None = None,
                       **options: Any) -> np.ndarray:
     """uint8 samples ``(N, H, W, 3)`` of ``concepts`` from ``pipe``, ``batch_size`` prompts per call, one generator
-    seeded ``seed`` for them all, with ``model`` in eval mode: a token model's :meth:`TrainingTask.generate`."""
+    seeded ``seed`` for them all, with ``model`` in eval mode: the one way an evaluation samples, every task's
+    :meth:`TrainingTask.generate` and re-scoring (``compgen.analysis.rescore``) alike. ``per_batch(prompts, start)``
+    gives a call's options that depend on its prompts (re-scoring's sampled concept values)."""
     pipe.set_progress_bar_config(disable=True)
     generator = torch.Generator().manual_seed(seed)
+    chunks = []
     with eval_mode(model):
-        chunks = [pipe(concepts[start : start + batch_size], generator=generator, output_type="np", **options).images
-                  for start in range(0, len(concepts), batch_size)]
+        for start in range(0, len(concepts), batch_size):
+            prompts = concepts[start : start + batch_size]
+            extra = per_batch(prompts, start) if per_batch is not None else {}
+            chunks.append(pipe(prompts, generator=generator, output_type="np", **options, **extra).images)
     return unit_to_uint8(np.concatenate(chunks))

@@ -6,16 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from diffusers import DDIMScheduler, DDPMScheduler
 from torch import nn
 
-from ...eval_mode import eval_mode
-from ...images import unit_to_uint8
 from ..acceleration import compiled_for_sampling, to_device
-from .base import TrainingTask
+from .base import TrainingTask, sample_in_batches
 
 PREDICTION_TYPES = ("epsilon", "v_prediction", "sample")
 
@@ -88,13 +85,7 @@ class DDPMTask(TrainingTask):
         # every later evaluation replays it).
         denoiser = compiled_for_sampling(model, self.sampling_compile_mode)
         pipe = self.pipeline(denoiser, DDIMScheduler.from_config(self.scheduler.config))
-        pipe.set_progress_bar_config(disable=True)
-        generator = torch.Generator().manual_seed(seed)
-        with eval_mode(model):
-            chunks = [pipe(concepts[start : start + self.eval_batch_size], generator=generator, output_type="np",
-                           **self.eval_sampling()).images
-                      for start in range(0, len(concepts), self.eval_batch_size)]
-        return unit_to_uint8(np.concatenate(chunks))
+        return sample_in_batches(pipe, model, concepts, seed, self.eval_batch_size, **self.eval_sampling())
 
     def eval_sampling(self) -> dict[str, Any]:
         guided = {"guidance_scale": self.eval_guidance_scale} if self.eval_guidance_scale != 1.0 else {}
