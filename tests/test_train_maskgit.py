@@ -198,15 +198,13 @@ def test_tokenizer_data_names_the_classes_the_tokenizer_sees_and_is_recorded(scr
     name the choice."""
     from compgen.launch.run_setup import TrainingRun
 
-    seen, original = [], TrainingRun.train
+    seen, original = [], TrainingRun.train_first_stage
 
-    def spy(self, task, probes=True, train_data=None, **overrides):
-        if not probes:  # the tokenizer's run
-            data = self.train_data if train_data is None else train_data
-            seen.append((data.class_strings(), len(data)))
-        return original(self, task, probes=probes, train_data=train_data, **overrides)
+    def spy(self, task, train_data, output_dir, **overrides):  # the tokenizer's run, before the generator's
+        seen.append((train_data.class_strings(), len(train_data)))
+        return original(self, task, train_data, output_dir, **overrides)
 
-    monkeypatch.setattr(TrainingRun, "train", spy)
+    monkeypatch.setattr(TrainingRun, "train_first_stage", spy)
     reset_accelerate_state()
     out = tmp_path / "out"
     script.main(["--dataset", str(dataset_dir), "--output_dir", str(out), *TINY, "--max_train_steps", "2",
@@ -283,3 +281,32 @@ def test_the_evaluation_temperature_is_logged_and_a_rescore_sweeps_it(trained_ru
     with pytest.raises(SystemExit):
         rescore_main([str(trained_run), "--temperature", "nan"])
     assert "--temperature must be a finite number >= 0" in capsys.readouterr().err
+
+
+def test_the_tokenizer_is_a_first_stage_and_each_check_runs_once_per_stage(script, dataset_dir, tmp_path, monkeypatch):
+    """The tokenizer trains as an explicit first stage (``TrainingRun.train_first_stage``, its own directory and
+    data); the environment and batch checks run once per stage: ``prepare_run`` checks the generator's before any
+    work and its loop does not check them again; the tokenizer's loop checks its own data's batch."""
+    from compgen.launch import run_setup
+    from compgen.training import trainer
+    from compgen.training.config import TrainingConfig
+
+    calls = {"environment": 0, "batch": []}
+    original_environment, original_batch = TrainingConfig.check_environment, trainer.check_batch_fits
+
+    def environment(self):
+        calls["environment"] += 1
+        return original_environment(self)
+
+    def batch(num_examples, batch_size, num_processes=1):
+        calls["batch"].append(num_examples)
+        return original_batch(num_examples, batch_size, num_processes)
+
+    monkeypatch.setattr(TrainingConfig, "check_environment", environment)
+    monkeypatch.setattr(trainer, "check_batch_fits", batch)
+    monkeypatch.setattr(run_setup, "check_batch_fits", batch)
+    reset_accelerate_state()
+    script.main(["--dataset", str(dataset_dir), "--output_dir", str(tmp_path / "out"), *TINY, "--max_train_steps",
+                 "2", "--no_eval", "--jepa_weight", "0"])
+    # the generator's checks (prepare_run), then the tokenizer's loop; the generator's loop checks nothing again
+    assert calls == {"environment": 2, "batch": [16 * 4, 16 * 8]}

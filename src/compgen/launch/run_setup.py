@@ -115,29 +115,41 @@ class TrainingRun:
 
         return shapes_continuous_concepts(self.train_data.space)
 
-    def train(self, task: TrainingTask, probes: bool = True, train_data: ConceptImageData | None = None,
-              **config_overrides: Any) -> list[dict[str, Any]]:
-        """Run the shared loop on ``task`` over ``train_data`` (default: the training split); ``config_overrides``
-        (e.g. another ``output_dir`` and step count for a tokenizer trained before the generator) replace fields of
-        this run's :class:`TrainingConfig`.
-
-        The output directory is claimed here, or was by :func:`prepare_run` (this run's own), and the claim is given
-        back when training there ends: the loop itself never claims."""
-        config = dataclasses.replace(self.config, **config_overrides)
-        main = Path(config.output_dir) == Path(self.config.output_dir)  # not a tokenizer trained first
+    def train(self, task: TrainingTask, train_data: ConceptImageData | None = None, evaluate: bool = True
+              ) -> list[dict[str, Any]]:
+        """Train this run's model: ``task`` over the training split (or ``train_data``: a tokenizer's own images) into
+        the run's output directory (claimed by :func:`prepare_run`, whose checks of the options, the environment and
+        the training split's batch it relies on), evaluated by the probes unless ``evaluate`` is false, from
+        ``--init_from``'s weights; the claim is given back when it ends."""
         state = PartialState()
-        start = self.start if main else start_run(config, state.num_processes) if state.is_main_process else None
         try:
-            trainer = Trainer(config, task, self.train_data if train_data is None else train_data, self.graph,
-                              self.probes if probes else None, self.dataset_name, profile=self.profile,
-                              phase_prefix="" if main else f"{Path(config.output_dir).name}: ",
-                              replaced=start.replaced if start is not None else (),
-                              initial=self.initial if main else None)
+            trainer = Trainer(self.config, task, self.train_data if train_data is None else train_data, self.graph,
+                              self.probes if evaluate else None, self.dataset_name, profile=self.profile,
+                              replaced=self.start.replaced if self.start is not None else (), initial=self.initial,
+                              options_checked=train_data is None)
             records = trainer.train()
-            if main and state.is_main_process:
-                report = self.profile.write(config.output_dir)
+            if state.is_main_process:
+                report = self.profile.write(self.config.output_dir)
                 logger.info("%s", self.profile.table(report))
             return records
+        finally:
+            if self.start is not None:
+                self.start.claim.release()
+
+    def train_first_stage(self, task: TrainingTask, train_data: ConceptImageData, output_dir: str | Path,
+                          **config_overrides: Any) -> list[dict[str, Any]]:
+        """Train a stage that comes before this run's model (a token model's tokenizer, ``OUTPUT/tokenizer``) as a run
+        of its own: ``output_dir`` claimed here, ``config_overrides`` (its steps, learning rate) over this run's
+        options, checked by the loop (its data and batch are its own), no evaluation, no ``--init_from`` weights."""
+        config = dataclasses.replace(self.config, output_dir=str(output_dir), **config_overrides)
+        if Path(config.output_dir) == Path(self.config.output_dir):
+            raise ValueError(f"a first stage trains into a directory of its own, not the run's {output_dir}")
+        state = PartialState()
+        start = start_run(config, state.num_processes) if state.is_main_process else None
+        try:
+            return Trainer(config, task, train_data, self.graph, None, self.dataset_name, profile=self.profile,
+                           phase_prefix=f"{Path(config.output_dir).name}: ",
+                           replaced=start.replaced if start is not None else ()).train()
         finally:
             if start is not None:
                 start.claim.release()

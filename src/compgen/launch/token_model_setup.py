@@ -30,6 +30,7 @@ from ..models.kl_tokenizer import build_kl_tokenizer
 from ..models.vq_tokenizer import build_vq_tokenizer
 from ..option_names import renamed_options
 from ..training.fine_tuning import InitialWeights
+from ..training.tasks.base import TrainingTask
 from ..training.tasks.kl_tokenizer import KLTask
 from ..training.tasks.vq_tokenizer import VQTask
 from .run_setup import TrainingRun
@@ -201,10 +202,20 @@ def train_vq_tokenizer(
     task = VQTask(vqvae, commitment_cost=args.tokenizer_commitment_cost, restart_every=args.tokenizer_restart_every,
                   total_steps=steps, seed=args.seed, crop_size=args.tokenizer_crop_size,
                   options=tokenizer_options(args, steps, learning_rate))
-    run.train(task, probes=False, train_data=tokenizer_training_data(args, run), output_dir=str(output_dir),
-              **config_overrides)
+    train_tokenizer_task(run, task, tokenizer_training_data(args, run), output_dir, **config_overrides)
     trained = VQModel.from_pretrained(output_dir).eval()
     return trained, report_for_run(trained, run, output_dir, args.tokenizer_data) if report else None
+
+
+def train_tokenizer_task(run: TrainingRun, task: TrainingTask, train_data: ConceptImageData, output_dir: Path,
+                         **config_overrides: Any) -> None:
+    """Train a tokenizer's task on its images: as the run's own model (the ``tokenizer`` recipe, ``output_dir`` the
+    run's), or as the first stage of a token model's run (``OUTPUT/tokenizer``, :meth:`TrainingRun.train_first_stage`);
+    without evaluation either way."""
+    if Path(output_dir) == Path(run.config.output_dir):
+        run.train(task, train_data=train_data, evaluate=False)
+    else:
+        run.train_first_stage(task, train_data, output_dir, **config_overrides)
 
 
 def report_for_run(vqvae: VQModel, run: TrainingRun, output_dir: str | Path, tokenizer_data: str | None = None
@@ -423,7 +434,6 @@ def train_kl_tokenizer(
     learning_rate = config_overrides.get("learning_rate", run.config.learning_rate)
     task = KLTask(vae, kl_weight=args.kl_weight, crop_size=args.tokenizer_crop_size,
                   options=tokenizer_options(args, steps, learning_rate))
-    run.train(task, probes=False, train_data=tokenizer_training_data(args, run), output_dir=str(output_dir),
-              **config_overrides)
+    train_tokenizer_task(run, task, tokenizer_training_data(args, run), output_dir, **config_overrides)
     trained = AutoencoderKL.from_pretrained(output_dir).eval()
     return trained, report_for_run(trained, run, output_dir, args.tokenizer_data) if report else None

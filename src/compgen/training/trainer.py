@@ -80,6 +80,8 @@ class Trainer:
     the loop removes once training begins (:class:`~compgen.launch.directory_claim.RunStart`). ``initial``: the weights
     ``config.init_from`` names, already resolved (required with it). The caller claims and checks the output directory
     and resolves ``--init_from``, once (:func:`compgen.launch.run_setup.prepare_run`); the loop does neither.
+    ``options_checked``: the caller checked the environment and that the split holds a batch before any work (as
+    ``prepare_run`` does for a run's own model), so the loop does not check them again.
     """
 
     def __init__(
@@ -94,6 +96,7 @@ class Trainer:
         phase_prefix: str = "",
         replaced: Sequence[Path] = (),
         initial: InitialWeights | None = None,
+        options_checked: bool = False,
     ) -> None:
         if config.init_from and initial is None:
             raise ValueError(f"init_from {config.init_from}: pass the weights it names, resolved once before any work "
@@ -103,6 +106,7 @@ class Trainer:
         eval_precision = resolve_mixed_precision(config.eval_mixed_precision or precision)
         self.config = dataclasses.replace(config, mixed_precision=precision, eval_mixed_precision=eval_precision)
         self.task = task
+        self.options_checked = options_checked
         self.train_data = train_data
         self.graph = graph
         self.probes = probes
@@ -259,9 +263,10 @@ class Trainer:
         """Train to ``max_train_steps`` (resuming if asked), export, write the model card; returns the eval log."""
         with self._phase("setup (placement, optimizer, resume)"):
             accelerator = self.make_accelerator()
-        self.config.check_environment()
-        # Once per run, before the first step (not by every step's draw of its batch).
-        check_batch_fits(len(self.train_data), self.config.train_batch_size, accelerator.num_processes)
+        if not self.options_checked:  # else checked before any work, by compgen.launch.run_setup.prepare_run
+            self.config.check_environment()
+            # Once per run, before the first step (not by every step's draw of its batch).
+            check_batch_fits(len(self.train_data), self.config.train_batch_size, accelerator.num_processes)
         return self._train(accelerator)
 
     def _phase(self, name: str):
