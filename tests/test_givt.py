@@ -153,8 +153,10 @@ def test_bad_input_is_refused_with_the_problem_named():
     with pytest.raises(ValueError, match="at least one masked token"):
         out = model(torch.randn(2, 3, 2, 2), torch.zeros(2, 4, dtype=torch.bool), concepts)
         model.masked_nll(out, torch.randn(2, 3, 2, 2), torch.zeros(2, 4, dtype=torch.bool))
-    with pytest.raises(ValueError, match="num_mixtures"):
+    with pytest.raises(ValueError, match="num_mixtures must be at least 1, got 0"):
         _model(num_mixtures=0)
+    with pytest.raises(ValueError, match="num_mixtures must be at least 1, got 0"):  # the recipe's check, its owner's
+        GIVTTransformer.check_options(num_mixtures=0)
     with pytest.raises(ValueError, match="latent_std must hold 3 values"):
         _model(latent_std=[1.0])
 

@@ -94,8 +94,11 @@ def test_bad_input_is_refused_with_the_problem_named():
         model(torch.randn(2, 4, 2, 2), torch.zeros(2, 4, dtype=torch.bool), torch.zeros(2, 3, dtype=torch.long))
     with pytest.raises(ValueError, match="samples \\(N, C\\) and conditions \\(N, D\\)"):
         model.denoise(torch.randn(5, 3), 1, torch.randn(4, 32))
-    with pytest.raises(ValueError, match="head_width"):
+    with pytest.raises(ValueError, match="head_width must be at least 1, got 0"):
         _model(head_width=0)
+    for name in ("head_width", "head_depth"):  # the recipe's check is its owner's
+        with pytest.raises(ValueError, match=f"{name} must be at least 1, got 0"):
+            MARTransformer.check_options(**{name: 0})
 
 
 def _pipe(kl: bool = False):

@@ -182,3 +182,12 @@ def test_every_command_parses_with_the_shared_parser():
                 if "argparse.ArgumentParser(" in line and "add_help=False" not in line and path.name != "cli.py":
                     plain.append(f"{path.relative_to(repo)}:{number}")
     assert plain == []
+
+
+def test_the_recipes_choices_are_their_owners_constants():
+    """An option's choices are its owner's constant (``MASKING_SCHEDULES``, ``PREDICTION_TYPES``, ...), never a list
+    copied into a recipe: the owner and the command line cannot drift apart."""
+    copied = [f"{path.relative_to(SRC)}:{number}" for folder in ("recipes", "launch")
+              for path in sorted((SRC / "compgen" / folder).glob("*.py"))
+              for number, line in enumerate(path.read_text().splitlines(), start=1) if "choices=[" in line]
+    assert copied == []

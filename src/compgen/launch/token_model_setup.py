@@ -25,7 +25,7 @@ from ..cli import add_renamed_argument, parse_widths
 from ..data.concept_graph_builder import TOKENIZER_SPLIT
 from ..data.loading import ConceptImageData, split_tensors
 from ..evaluation.tokenizer_report import RECONSTRUCTION_REPORT_NAME
-from ..models.concept_embedding import ConceptConditionedMixin
+from ..models.concept_embedding import CONDITIONING_MODES, ConceptConditionedMixin
 from ..models.kl_tokenizer import build_kl_tokenizer
 from ..models.vq_tokenizer import build_vq_tokenizer
 from ..option_names import renamed_options
@@ -329,7 +329,7 @@ def add_token_transformer_arguments(parser: argparse.ArgumentParser, title: str)
     group.add_argument("--hidden_size", type=int, default=128)
     group.add_argument("--num_layers", type=int, default=4)
     group.add_argument("--num_heads", type=int, default=4)
-    group.add_argument("--conditioning", default="full", choices=["full", "quantized"])
+    group.add_argument("--conditioning", default="full", choices=list(CONDITIONING_MODES))
     group.add_argument("--concept_dropout", type=float, default=0.0)
     return group
 
@@ -369,11 +369,12 @@ def latent_transformer_options(args: argparse.Namespace, run: TrainingRun, token
 
 
 def check_transformer_arguments(args: argparse.Namespace, model_class: type[ConceptConditionedMixin]) -> None:
-    """A token transformer's shared flags (``--hidden_size``, ``--num_heads``, ``--num_layers``, ``--concept_dropout``
-    and ``--position_embedding_std`` where the script has it), checked by their owner, ``model_class.check_options``,
-    before any work."""
+    """A token transformer's flags (``--hidden_size``, ``--num_heads``, ``--num_layers``, ``--concept_dropout``, and
+    where the recipe has them ``--position_embedding_std``, GIVT's ``--num_mixtures``, MAR's ``--head_width`` and
+    ``--head_depth``), checked by their owner, ``model_class.check_options``, before any work."""
     options = {name: getattr(args, name) for name in ("hidden_size", "num_heads", "num_layers", "concept_dropout",
-                                                      "position_embedding_std") if hasattr(args, name)}
+                                                      "position_embedding_std", "num_mixtures", "head_width",
+                                                      "head_depth") if hasattr(args, name)}
     model_class.check_options(**options)
 
 

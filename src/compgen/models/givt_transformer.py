@@ -12,6 +12,7 @@ a linear map of its (standardized) latent.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from diffusers.configuration_utils import register_to_config
@@ -79,10 +80,10 @@ class GIVTTransformer(MaskedLatentTransformer):
         check_config_bounds(type(self).__name__, locals())
         super().__init__()
         space = self._register_concepts(concept_space, conditioning, continuous_concepts, concept_dropout)
-        if min(latent_channels, grid_size, num_mixtures) < 1:
-            raise ValueError("latent_channels, grid_size and num_mixtures must be at least 1")
+        if min(latent_channels, grid_size) < 1:
+            raise ValueError("latent_channels and grid_size must be at least 1")
         self.check_options(hidden_size=hidden_size, num_heads=num_heads, num_layers=num_layers,
-                           position_embedding_std=position_embedding_std)
+                           position_embedding_std=position_embedding_std, num_mixtures=num_mixtures)
         check_latent_statistics(latent_channels, latent_mean, latent_std)
 
         self._build_backbone(space, latent_channels, grid_size, hidden_size, num_layers, num_heads, mlp_ratio, dropout,
@@ -91,6 +92,14 @@ class GIVTTransformer(MaskedLatentTransformer):
         self.head = nn.Linear(hidden_size, num_mixtures * (1 + 2 * latent_channels))
         nn.init.zeros_(self.head.weight)  # start as K equal unit Gaussians at the origin (the latents' statistics)
         nn.init.zeros_(self.head.bias)
+
+    @classmethod
+    def check_options(cls, **options: Any) -> None:
+        """The shared options (:meth:`ConceptConditionedMixin.check_options`) and GIVT's own: ``num_mixtures`` at least
+        1. ``__init__`` and the ``givt`` recipe both call this."""
+        super().check_options(**{k: v for k, v in options.items() if k != "num_mixtures"})
+        if "num_mixtures" in options and options["num_mixtures"] < 1:
+            raise ValueError(f"num_mixtures must be at least 1, got {options['num_mixtures']}")
 
     def forward(
         self,

@@ -10,6 +10,7 @@ transformer's state for it, trained with the diffusion loss per masked token and
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -133,14 +134,24 @@ class MARTransformer(MaskedLatentTransformer):
         check_config_bounds(type(self).__name__, locals())
         super().__init__()
         space = self._register_concepts(concept_space, conditioning, continuous_concepts, concept_dropout)
-        if min(latent_channels, grid_size, head_width, head_depth) < 1:
-            raise ValueError("latent_channels, grid_size, head_width and head_depth must be at least 1")
+        if min(latent_channels, grid_size) < 1:
+            raise ValueError("latent_channels and grid_size must be at least 1")
         self.check_options(hidden_size=hidden_size, num_heads=num_heads, num_layers=num_layers,
-                           position_embedding_std=position_embedding_std)
+                           position_embedding_std=position_embedding_std, head_width=head_width, head_depth=head_depth)
         check_latent_statistics(latent_channels, latent_mean, latent_std)
         self._build_backbone(space, latent_channels, grid_size, hidden_size, num_layers, num_heads, mlp_ratio, dropout,
                              position_embedding_std)
         self.head = DiffusionHead(latent_channels, hidden_size, head_width, head_depth)
+
+    @classmethod
+    def check_options(cls, **options: Any) -> None:
+        """The shared options (:meth:`ConceptConditionedMixin.check_options`) and MAR's own: the diffusion head's
+        ``head_width`` and ``head_depth`` at least 1. ``__init__`` and the ``mar`` recipe both call this."""
+        own = ("head_width", "head_depth")
+        super().check_options(**{k: v for k, v in options.items() if k not in own})
+        for name in own:
+            if name in options and options[name] < 1:
+                raise ValueError(f"{name} must be at least 1, got {options[name]}")
 
     def forward(
         self,

@@ -26,12 +26,17 @@ from .concept_inputs import (
     prepare_concept_inputs,
 )
 
+PREDICTION_TYPES = ("epsilon", "v_prediction", "sample")
+"""What a compgen diffusion model predicts (diffusers' ``prediction_type``): the noise, the velocity, or the sample."""
+
 
 def paper_ddpm_scheduler(num_train_timesteps: int = 500, prediction_type: str = "epsilon",
                          clip_sample: bool = True) -> DDPMScheduler:
     """Paper A's noise schedule: DDPM, T = 500, linear betas 1e-4 .. 0.02; epsilon prediction as the paper (or
     ``v_prediction`` / ``sample``). Every compgen diffusion model (U-Net, DiT) trains on it. ``clip_sample`` clips
     each step's clean-sample estimate to [-1, 1]: right for pixels, wrong for unbounded (standardized) latents."""
+    if prediction_type not in PREDICTION_TYPES:
+        raise ValueError(f"prediction_type must be one of {PREDICTION_TYPES}, got {prediction_type!r}")
     return DDPMScheduler(
         num_train_timesteps=num_train_timesteps,
         beta_start=1e-4,

@@ -31,6 +31,7 @@ from compgen.launch.token_model_setup import (
     load_or_train_tokenizer,
 )
 from compgen.pipelines.concept_inputs import check_temperature
+from compgen.schedulers.scheduling_maskgit import MASKING_SCHEDULES
 from compgen.training.fine_tuning import InitialWeights
 from compgen.training.tasks.givt import GIVTTask
 
@@ -46,8 +47,8 @@ def check_arguments(args: argparse.Namespace, initial: InitialWeights | None) ->
     """This script's own options, checked before any work."""
     check_tokenizer_first_arguments(args, initial, allow_kl=True)
     check_transformer_arguments(args, GIVTTransformer)
-    if args.num_mixtures < 1 or args.eval_inference_steps < 1:
-        raise ValueError("--num_mixtures and --eval_inference_steps must be at least 1")
+    if args.eval_inference_steps < 1:
+        raise ValueError(f"--eval_inference_steps must be at least 1, got {args.eval_inference_steps}")
     check_temperature(args.eval_temperature, "--eval_temperature")
 
 
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
     add_tokenizer_first_arguments(parser, allow_kl=True)
     model = add_latent_transformer_arguments(parser, "GIVT transformer")
     model.add_argument("--num_mixtures", type=int, default=8, help="Gaussian mixture components per token")
-    model.add_argument("--masking_schedule", default="cosine", choices=["cosine", "linear", "square", "arccos"])
+    model.add_argument("--masking_schedule", default="cosine", choices=list(MASKING_SCHEDULES))
     model.add_argument("--eval_inference_steps", type=int, default=12)
     model.add_argument("--eval_temperature", type=float, default=1.0,
                        help="scale of the mixtures' standard deviations when sampling (1: the mixtures themselves)")

@@ -30,7 +30,8 @@ from compgen.launch.token_model_setup import (
     load_or_train_tokenizer,
 )
 from compgen.pipelines.concept_inputs import check_temperature
-from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
+from compgen.pipelines.tuple_ddpm import PREDICTION_TYPES, paper_ddpm_scheduler
+from compgen.schedulers.scheduling_maskgit import MASKING_SCHEDULES
 from compgen.training.fine_tuning import InitialWeights
 from compgen.training.tasks.mar import MARTask
 
@@ -49,7 +50,7 @@ def check_arguments(args: argparse.Namespace, initial: InitialWeights | None) ->
     """This script's own options, checked before any work."""
     check_tokenizer_first_arguments(args, initial, allow_kl=True)
     check_transformer_arguments(args, MARTransformer)
-    for name in ("head_width", "head_depth", "num_train_timesteps", "diffusion_batch_multiplier",
+    for name in ("num_train_timesteps", "diffusion_batch_multiplier",
                  "eval_inference_steps", "eval_head_steps"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be at least 1, got {getattr(args, name)}")
@@ -63,9 +64,9 @@ def main(argv: list[str] | None = None) -> None:
     model.add_argument("--head_width", type=int, default=256)
     model.add_argument("--head_depth", type=int, default=3)
     model.add_argument("--num_train_timesteps", type=int, default=1000)
-    model.add_argument("--prediction_type", default="epsilon", choices=["epsilon", "v_prediction", "sample"])
+    model.add_argument("--prediction_type", default="epsilon", choices=list(PREDICTION_TYPES))
     model.add_argument("--diffusion_batch_multiplier", type=int, default=4, help="noise draws per masked token")
-    model.add_argument("--masking_schedule", default="cosine", choices=["cosine", "linear", "square", "arccos"])
+    model.add_argument("--masking_schedule", default="cosine", choices=list(MASKING_SCHEDULES))
     model.add_argument("--eval_inference_steps", type=int, default=12)
     model.add_argument("--eval_head_steps", type=int, default=25)
     model.add_argument("--eval_temperature", type=float, default=1.0, help="scale of the head's initial noise")

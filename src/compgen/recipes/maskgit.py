@@ -36,12 +36,14 @@ from compgen.launch.token_model_setup import (
 from compgen.models.jepa import parse_jepa_layers
 from compgen.models.vq_tokenizer import token_grid_size
 from compgen.pipelines.concept_inputs import check_temperature
-from compgen.schedulers.scheduling_maskgit import MASK_TYPES
+from compgen.schedulers.scheduling_maskgit import MASK_TYPES, MASKING_SCHEDULES
+from compgen.training.ema import MOMENTUM_SCHEDULES
 from compgen.training.fine_tuning import InitialWeights
 from compgen.training.tasks.maskgit import (
     JEPA_PREDICTOR_INITS,
     MaskGITTask,
     check_cross_entropy_warmup,
+    check_jepa_weight,
     precompute_tokens,
 )
 
@@ -68,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_tokenizer_first_arguments(parser)
     model = add_token_transformer_arguments(parser, "MaskGIT transformer")
-    model.add_argument("--masking_schedule", default="cosine", choices=["cosine", "linear", "square", "arccos"])
+    model.add_argument("--masking_schedule", default="cosine", choices=list(MASKING_SCHEDULES))
     model.add_argument("--mask_type", default="random", choices=list(MASK_TYPES),
                        help="training masks for both objectives (block: one contiguous masked block, I-JEPA-style "
                             "targets; visible_block: one visible block of 15-40%% of the grid, the rest masked, Paper "
@@ -79,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     jepa.add_argument("--jepa_layers", default="auto", help="e.g. 7,9,11; auto scales {7,9,11} of 12 to the depth")
     jepa.add_argument("--jepa_momentum", type=float, default=0.996, help="target-encoder EMA momentum at the start")
     jepa.add_argument("--jepa_momentum_end", type=float, default=1.0)
-    jepa.add_argument("--jepa_momentum_schedule", default="linear", choices=["constant", "linear"])
+    jepa.add_argument("--jepa_momentum_schedule", default="linear", choices=list(MOMENTUM_SCHEDULES))
     jepa.add_argument("--jepa_predictor_hidden_size", type=int, default=None)
     jepa.add_argument("--jepa_target_norm", action="store_true", default=True,
                       help="layer-normalize the JEPA targets (the default; --no_jepa_target_norm: raw hidden states)")
@@ -130,8 +132,7 @@ def check_arguments(args: argparse.Namespace, initial: InitialWeights | None) ->
     """Every option this script adds, checked before any work (a bad --jepa_layers must not cost a tokenizer)."""
     check_tokenizer_first_arguments(args, initial)
     check_transformer_arguments(args, MaskGITTransformer)
-    if not args.jepa_weight >= 0 or args.jepa_weight == float("inf"):
-        raise ValueError(f"--jepa_weight must be a finite number >= 0 (0 trains plain MaskGIT), got {args.jepa_weight}")
+    check_jepa_weight(args.jepa_weight, "--jepa_weight")
     if args.jepa_weight > 0:
         parse_jepa_layers(args.jepa_layers, args.num_layers)
     check_cross_entropy_warmup(args.cross_entropy_warmup_steps, args.jepa_weight, args.max_train_steps)

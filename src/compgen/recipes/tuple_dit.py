@@ -36,7 +36,7 @@ from compgen.launch.token_model_setup import (
     latent_transformer_options,
     load_or_train_tokenizer,
 )
-from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
+from compgen.pipelines.tuple_ddpm import PREDICTION_TYPES, paper_ddpm_scheduler
 from compgen.training.fine_tuning import InitialWeights
 from compgen.training.tasks.dit import DiTTask
 
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
     add_tokenizer_first_arguments(parser, allow_kl=True)
     model = add_latent_transformer_arguments(parser, "diffusion transformer")
     model.add_argument("--num_train_timesteps", type=int, default=500)
-    model.add_argument("--prediction_type", default="epsilon", choices=["epsilon", "v_prediction", "sample"])
+    model.add_argument("--prediction_type", default="epsilon", choices=list(PREDICTION_TYPES))
     model.add_argument("--eval_inference_steps", type=int, default=20)
     args, config, run = prepare_run(parser, PRESETS, argv, validate=check_arguments, model_class=TupleConditionedDiT)
 

@@ -14,7 +14,9 @@ import math
 from compgen import TupleConditionedUNet2DModel
 from compgen.cli import ArgumentParser, parse_widths
 from compgen.launch.run_setup import prepare_run
-from compgen.pipelines.tuple_ddpm import paper_ddpm_scheduler
+from compgen.models.concept_embedding import CONDITIONING_MODES
+from compgen.models.tuple_unet import BLOCK_TYPES, CONCEPT_EMBEDDING_INITS, CONCEPT_MODULATIONS, NORM_TYPES
+from compgen.pipelines.tuple_ddpm import PREDICTION_TYPES, paper_ddpm_scheduler
 from compgen.training.fine_tuning import InitialWeights
 from compgen.training.tasks.ddpm import DDPMTask
 
@@ -102,23 +104,23 @@ def check_arguments(args: argparse.Namespace, initial: InitialWeights | None) ->
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--block_out_channels", default="64,128", help="U-Net widths, comma separated")
-    parser.add_argument("--conditioning", default="full", choices=["full", "quantized"])
+    parser.add_argument("--conditioning", default="full", choices=list(CONDITIONING_MODES))
     parser.add_argument("--concept_dropout", type=float, default=0.0)
     parser.add_argument("--concept_modulation", default="multiply",
-                        choices=["multiply", "film", "add", "scale_shift"],
+                        choices=list(CONCEPT_MODULATIONS),
                         help="how concepts enter the decoder: h*e+t (Paper A), h*(1+e)+t, h+e+t, or "
                              "h*(1+e_scale)+e_shift+t")
-    parser.add_argument("--concept_embedding_init", default="normal", choices=["normal", "zero"],
+    parser.add_argument("--concept_embedding_init", default="normal", choices=list(CONCEPT_EMBEDDING_INITS),
                         help="zero: every concept embeds to 0 at initialisation (not with multiply)")
     parser.add_argument("--modulate_full_resolution", action="store_true",
                         help="modulate the last decoder stage's full-resolution output by the concepts too")
     parser.add_argument("--no_modulate_full_resolution", dest="modulate_full_resolution", action="store_false")
     parser.add_argument("--num_train_timesteps", type=int, default=500)
-    parser.add_argument("--prediction_type", default="epsilon", choices=["epsilon", "v_prediction", "sample"])
+    parser.add_argument("--prediction_type", default="epsilon", choices=list(PREDICTION_TYPES))
     parser.add_argument("--layers_per_block", type=int, default=2)
-    parser.add_argument("--block_type", default="residual", choices=["residual", "paper"],
+    parser.add_argument("--block_type", default="residual", choices=list(BLOCK_TYPES),
                         help="compgen's residual U-Net, or Paper A's official ContextUnet layout layer for layer")
-    parser.add_argument("--norm_type", default="group", choices=["group", "batch"],
+    parser.add_argument("--norm_type", default="group", choices=list(NORM_TYPES),
                         help="normalisation in the conv blocks: GroupNorm, or BatchNorm as the official code")
     parser.add_argument("--eval_inference_steps", type=int, default=20)
     parser.add_argument("--eval_guidance_scale", type=float, default=1.0,

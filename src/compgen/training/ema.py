@@ -12,6 +12,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+MOMENTUM_SCHEDULES = ("constant", "linear", "warmup")
+"""The kinds of :class:`MomentumSchedule`."""
+
 
 @dataclass(frozen=True)
 class MomentumSchedule:
@@ -24,7 +27,7 @@ class MomentumSchedule:
     total_steps: int = 1
 
     def __post_init__(self) -> None:
-        if self.kind not in ("constant", "linear", "warmup"):
+        if self.kind not in MOMENTUM_SCHEDULES:
             raise ValueError(f"unknown momentum schedule {self.kind!r}; use constant, linear or warmup")
         if not (0.0 <= self.start <= 1.0 and 0.0 <= self.end <= 1.0):
             raise ValueError(f"momentum must be in [0, 1], got start={self.start}, end={self.end}")

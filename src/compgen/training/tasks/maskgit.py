@@ -33,6 +33,12 @@ JEPA_PREDICTOR_INITS = ("zero", "default")
 """``--jepa_predictor_init``: the predictor's last layer at zero (compgen's default) or PyTorch's initialisation."""
 
 
+def check_jepa_weight(jepa_weight: float, name: str = "jepa_weight") -> None:
+    """Raise ``ValueError`` unless the JEPA term's weight (lambda) is a finite number >= 0 (0: plain MaskGIT)."""
+    if not jepa_weight >= 0 or jepa_weight == float("inf"):
+        raise ValueError(f"{name} must be a finite number >= 0 (0 trains plain MaskGIT), got {jepa_weight}")
+
+
 def check_cross_entropy_warmup(warmup_steps: int, jepa_weight: float, total_steps: int) -> None:
     """Raise ``ValueError`` unless ``warmup_steps`` is an integer in [0, total_steps] and, when positive, a JEPA term
     is there to lead (plain MaskGIT with a zero cross-entropy weight would learn nothing)."""
@@ -112,8 +118,7 @@ class MaskGITTask(TrainingTask):
         use_full_conditioning: bool | None = None,
         tokenizer_report: dict[str, Any] | None = None,
     ) -> None:
-        if jepa_weight < 0:
-            raise ValueError(f"jepa_weight must be non-negative, got {jepa_weight}")
+        check_jepa_weight(jepa_weight)
         if train_tokens.ndim != 2 or train_tokens.shape[1] != transformer.num_tokens:
             raise ValueError(f"train_tokens must be (N, {transformer.num_tokens}), got {tuple(train_tokens.shape)}")
         self.vqvae = vqvae.eval().requires_grad_(False)
