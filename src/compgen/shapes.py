@@ -285,6 +285,18 @@ def render_reference(
     return ShapesBatch(**merged)
 
 
+def flat_coverage(shape: str, position: np.ndarray, radius: np.ndarray, image_size: int) -> np.ndarray:
+    """Anti-aliased coverage ``(n, s, s)`` of upright flat ``shape`` objects (``circle``, ``triangle``, ``square``) at
+    ``position`` ``(n, 2)`` with circumradius-scale ``radius`` ``(n,)``: the renderer's flat style, for other
+    renderers built on it (the clips of :mod:`compgen.clips`)."""
+    if shape not in _SHAPE_SIDES:
+        raise ValueError(f"shape must be one of {sorted(_SHAPE_SIDES)}, got {shape!r}")
+    position = np.round(np.asarray(position, dtype=np.float64), _PARAM_DECIMALS).astype(np.float32)
+    radius = np.round(np.asarray(radius, dtype=np.float64) * _SHAPE_RADIUS[shape], _PARAM_DECIMALS).astype(np.float32)
+    grid = np.arange(image_size, dtype=np.float32) + np.float32(0.5)
+    return _coverage(_SHAPE_SIDES[shape], position, radius, np.zeros(len(position), dtype=np.float32), grid)
+
+
 def _coverage(
     sides: int, position: np.ndarray, radius: np.ndarray, rotation: np.ndarray, grid: np.ndarray
 ) -> np.ndarray:

@@ -90,28 +90,8 @@ def export_datasets(
             raise ValueError(f"config {name!r} lacks the concept-graph columns {sorted(missing)}")
 
     with atomic_directory(output_dir, overwrite=overwrite) as tmp:
-        infos, metadata_configs = {}, {}
+        infos, metadata_configs = write_hub_configs(tmp, datasets_by_config, default_config)
         for name, dataset in datasets_by_config.items():
-            split_infos, download_size = SplitDict(), 0
-            for split, split_dataset in dataset.items():
-                path = tmp / parquet_path(name, split)
-                path.parent.mkdir(parents=True, exist_ok=True)
-                split_dataset.to_parquet(path)
-                download_size += path.stat().st_size
-                split_infos.add(
-                    SplitInfo(name=split, num_bytes=split_dataset.data.nbytes, num_examples=len(split_dataset))
-                )
-            dataset_size = sum(info.num_bytes for info in split_infos.values())
-            infos[name] = DatasetInfo(
-                features=next(iter(dataset.values())).features,
-                splits=split_infos,
-                download_size=download_size,
-                dataset_size=dataset_size,
-            )
-            metadata_configs[name] = {
-                "data_files": [{"split": split, "path": f"{name}/{split}-*"} for split in dataset],
-                **({"default": True} if name == default_config else {}),
-            }
             sheet = contact_sheet(_evaluation_split(dataset), samples_per_class=samples_per_class)
             sheet_path = tmp / CONTACT_SHEET_DIR / f"{name}.png"
             sheet_path.parent.mkdir(exist_ok=True)
@@ -119,6 +99,29 @@ def export_datasets(
         card = dataset_card(datasets_by_config, infos, metadata_configs)
         (tmp / "README.md").write_text(str(card), encoding="utf-8")
     return Path(output_dir)
+
+
+def write_hub_configs(directory: Path, datasets_by_config: Mapping[str, datasets.DatasetDict], default_config: str
+                      ) -> tuple[dict[str, DatasetInfo], dict[str, dict[str, Any]]]:
+    """Write every config's splits into ``directory`` as ``push_to_hub`` lays them out (one Parquet file per config
+    and split); returns the configs' ``DatasetInfo`` and ``configs:`` metadata for the card."""
+    infos, metadata_configs = {}, {}
+    for name, dataset in datasets_by_config.items():
+        split_infos, download_size = SplitDict(), 0
+        for split, split_dataset in dataset.items():
+            path = directory / parquet_path(name, split)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            split_dataset.to_parquet(path)
+            download_size += path.stat().st_size
+            split_infos.add(SplitInfo(name=split, num_bytes=split_dataset.data.nbytes, num_examples=len(split_dataset)))
+        infos[name] = DatasetInfo(features=next(iter(dataset.values())).features, splits=split_infos,
+                                  download_size=download_size,
+                                  dataset_size=sum(info.num_bytes for info in split_infos.values()))
+        metadata_configs[name] = {
+            "data_files": [{"split": split, "path": f"{name}/{split}-*"} for split in dataset],
+            **({"default": True} if name == default_config else {}),
+        }
+    return infos, metadata_configs
 
 
 def _evaluation_split(dataset: datasets.DatasetDict) -> datasets.Dataset:

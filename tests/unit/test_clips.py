@@ -1,0 +1,125 @@
+"""Concept-graph clips: the renderer (exact, seeded, a turn only in time), the datasets builder and its Hub export
+(frames load exactly as rendered), and the pixel-and-motion scorer with its typicality check (real clips read right,
+broken clips rejected)."""
+
+import datasets
+import numpy as np
+import pytest
+
+from compgen.clips import CLIP_SPACE, ClipConfig, render_clips
+from compgen.data.clips_builder import ConceptGraphClipsConfig, build_clips_dataset
+from compgen.data.clips_export import export_clip_datasets
+from compgen.evaluation.clip_scoring import check_clips, score_clips_by_pixels
+
+CLASSES = ["000", "001", "010", "011", "100", "101", "110", "111"]
+
+
+@pytest.fixture(scope="module")
+def real():
+    return render_clips([c for c in CLASSES for _ in range(25)], seed=5)
+
+
+def test_clips_are_exact_and_seeded_and_the_turn_lives_only_in_time(real):
+    again = render_clips([c for c in CLASSES for _ in range(25)], seed=5)
+    assert real.frames.shape == (200, 8, 32, 32, 3) and real.frames.dtype == np.uint8
+    assert np.array_equal(real.frames, again.frames) and not np.array_equal(real.frames, render_clips(
+        [c for c in CLASSES for _ in range(25)], seed=6).frames)
+    left = real.concepts[:, 2] == 1
+    assert (real.turn_rate[left] > 0).all() and (real.turn_rate[~left] < 0).all()
+    steps = np.diff(real.trajectory, axis=1)
+    bend = steps[:, :-1, 0] * steps[:, 1:, 1] - steps[:, :-1, 1] * steps[:, 1:, 0]
+    assert (bend[left] < 0).all() and (bend[~left] > 0).all()  # counter-clockwise on the screen is left
+    # one frame alone does not tell the turn: the positions of left and right clips cover the same frame
+    for frame in (0, 7):
+        a, b = real.trajectory[left, frame], real.trajectory[~left, frame]
+        assert abs(a.mean(0) - b.mean(0)).max() < 3.0
+
+
+@pytest.mark.parametrize("concepts, message", [
+    (["0000"], "has 4 values but the space has 3 variables"),
+    (["021"], "value"),
+    (np.array([[0, 0, 2]]), "out of range for variable 'turn'"),
+])
+def test_unknown_classes_are_refused(concepts, message):
+    with pytest.raises(ValueError, match=message):
+        render_clips(concepts)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"num_frames": 2}, "num_frames must be in 4..32"),
+    ({"image_size": 16}, "image_size must be in 24..64"),
+    ({"image_size": 24, "path_radius": (8.0, 9.0)}, "does not fit"),
+    ({"background_jitter": 0.5}, "keep day and night apart"),
+])
+def test_clip_options_are_checked(options, message):
+    with pytest.raises(ValueError, match=message):
+        ClipConfig(**options)
+
+
+def test_the_builder_and_its_hub_export_serve_the_frames_exactly(tmp_path):
+    config = ConceptGraphClipsConfig(name="tiny-clips", split_preset="H32-train1", clips_per_class=3,
+                                     test_clips_per_class=2)
+    built = build_clips_dataset(config, cache_dir=str(tmp_path / "cache"))
+    assert sorted(set(built["train"]["concepts"])) == ["000", "001", "010", "100"]
+    assert sorted(set(built["test"]["concepts"])) == CLASSES and len(built["test"]) == 16
+    levels = dict(zip(built["test"]["concepts"], built["test"]["level"], strict=True))
+    assert levels["111"] == 2 and levels["011"] == 1 and levels["000"] == 0
+    # the rows are the renderer's clips, frame for frame
+    first = built["test"].with_format("numpy")[0]
+    stream = np.random.SeedSequence(0, spawn_key=(1, 0, 0))
+    expected = render_clips(["000"] * 2, seed=np.random.Generator(np.random.PCG64(stream)))
+    assert np.array_equal(first["frames"], expected.frames[0]) and first["frames"].shape == (8, 32, 32, 3)
+
+    out = export_clip_datasets({"tiny-clips": built}, tmp_path / "export")
+    loaded = datasets.load_dataset(str(out), "tiny-clips")
+    assert loaded["test"].features["frames"] == datasets.List(datasets.Image())
+    for split in ("train", "test"):
+        assert np.array_equal(np.stack(loaded[split].with_format("numpy")["frames"]),
+                              np.stack(built[split].with_format("numpy")["frames"]))
+    assert (out / "images" / "tiny-clips.png").is_file() and (out / "images" / "tiny-clips.gif").is_file()
+    card = (out / "README.md").read_text()
+    assert "tiny-clips/test-*" in card and "time_of_day" in card
+    with pytest.raises(ValueError, match="lacks the clip columns"):
+        export_clip_datasets({"x": datasets.DatasetDict({"test": datasets.Dataset.from_dict({"a": [1]})})},
+                             tmp_path / "bad")
+    with pytest.raises(ValueError, match="either split_preset or training_classes"):
+        build_clips_dataset("both", cache_dir=str(tmp_path / "cache"), training_classes=("000",))
+
+
+def test_real_clips_are_read_right_by_pixels_and_motion(real):
+    readings, check = score_clips_by_pixels(real.frames)
+    assert check.valid.all()
+    assert (readings == real.concepts).mean(axis=0).min() >= 0.99
+    assert CLIP_SPACE.names == ("shape", "time_of_day", "turn")
+
+
+def _broken(real, kind: str) -> np.ndarray:
+    frames, rng = real.frames.copy(), np.random.default_rng(0)
+    if kind == "shuffled":
+        return np.stack([clip[rng.permutation(len(clip))] for clip in frames])
+    if kind == "teleport":
+        frames[:, 4:] = np.flip(frames[:, 4:], axis=(2, 3))  # the object jumps to the mirrored place
+        return frames
+    if kind == "blank":
+        frames[:, 3] = frames[:, 3, :1, :1]  # one frame of the scene alone
+        return frames
+    if kind == "flicker":
+        frames[:, 2] = 255 - frames[:, 2]
+        return frames
+    return np.repeat(frames[:, :1], frames.shape[1], axis=1)  # still: the first frame held
+
+
+@pytest.mark.parametrize("kind, reasons", [
+    ("shuffled", {"jump", "still"}), ("teleport", {"jump", "still"}), ("blank", {"object"}),
+    ("flicker", {"flicker", "jump"}), ("still", {"still"}),
+])
+def test_broken_clips_are_rejected(real, kind, reasons):
+    check = check_clips(_broken(real, kind))
+    assert (~check.valid).mean() >= 0.99 and set(check.reasons[~check.valid]) <= reasons
+
+
+def test_bad_clip_arrays_are_refused():
+    with pytest.raises(ValueError, match=r"uint8 \(N, T, H, W, 3\)"):
+        check_clips(np.zeros((2, 8, 32, 32), dtype=np.uint8))
+    with pytest.raises(ValueError, match="at least 3 frames"):
+        check_clips(np.zeros((2, 2, 32, 32, 3), dtype=np.uint8))
