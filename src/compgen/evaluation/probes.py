@@ -16,7 +16,9 @@ import json
 import logging
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -361,14 +363,43 @@ def default_probes_name(space: ConceptSpace, image_size: int = 28, seed: int = 0
     return f"shapes-{probe_type}-{image_size}px{framing}-seed{seed}-{digest}", key
 
 
-def _saved_probes(path: Path, key: str) -> ConceptProbes | None:
+def _saved_probes(path: Path, key: str, probe_class: type[ModelMixin] | None = None) -> ModelMixin | None:
     """The probes saved in ``path`` if they were trained under ``key``, else ``None``."""
     record = path / "probe_training.json"
     if not (path / "config.json").is_file() or not record.is_file():
         return None
     if json.loads(record.read_text()).get("key") != key:
         return None
-    return ConceptProbes.from_pretrained(path).eval()
+    return (probe_class or ConceptProbes).from_pretrained(path).eval()
+
+
+def shipped_cached_or_trained(name: str, key: str, train: Callable[[], tuple[ModelMixin, Any]],
+                              probe_class: type[ModelMixin], cache_dir: str | os.PathLike | None = None,
+                              what: str = "probes") -> ModelMixin:
+    """Probes by ``name``: the copy shipped in :data:`SHIPPED_PROBES_DIR`, else the one cached in ``cache_dir``
+    (default :func:`default_probes_cache`), else ``train()`` now (``(probes, validation accuracy)``) and cached
+    atomically; each copy is used only if it was trained under ``key`` (the recipe that makes it)."""
+    path = Path(cache_dir or default_probes_cache()) / name
+    probes = _saved_probes(SHIPPED_PROBES_DIR / name, key, probe_class)  # shipped first: a damaged cache never shadows
+    if probes is not None:
+        return probes
+    try:
+        probes = _saved_probes(path, key, probe_class)
+    except (OSError, ValueError, RuntimeError, SafetensorError) as error:  # a torn or damaged cached copy
+        logger.warning("the cached %s in %s are unreadable (%s: %s): training them again", what, path,
+                       type(error).__name__, error)
+        shutil.rmtree(path)
+    if probes is not None:
+        return probes
+    logger.info("training %s; cached in %s", what, path)
+    probes, accuracy = train()
+    try:
+        with atomic_directory(path) as tmp:
+            probes.save_pretrained(tmp)
+            (tmp / "probe_training.json").write_text(json.dumps({"validation_accuracy": accuracy, "key": key}) + "\n")
+    except FileExistsError:  # another process cached the same probes meanwhile (the recipe is deterministic)
+        pass
+    return probes
 
 
 def default_shapes_probes(
@@ -384,26 +415,9 @@ def default_shapes_probes(
     ``object_scale``: the data's object scale in the frame (``results/paper-a-sizes/``); probes for 1 ship.
     """
     name, key = default_probes_name(space, image_size, seed, probe_type, object_scale)
-    path = Path(cache_dir or default_probes_cache()) / name
-    probes = _saved_probes(SHIPPED_PROBES_DIR / name, key)  # shipped first: a damaged cache never shadows them
-    if probes is not None:
-        return probes
-    try:
-        probes = _saved_probes(path, key)
-    except (OSError, ValueError, RuntimeError, SafetensorError) as error:  # a torn or damaged cached copy
-        logger.warning("the cached default probes in %s are unreadable (%s: %s): training them again", path,
-                       type(error).__name__, error)
-        shutil.rmtree(path)
-    if probes is not None:
-        return probes
-    logger.info("training default %s probes for %s (%d px, object scale %g, seed %d); cached in %s", probe_type,
-                space.names, image_size, object_scale, seed, path)
-    probes, accuracy = train_shapes_probes(space, probe_type, image_size=image_size, seed=seed,
-                                           object_scale=object_scale)
-    try:
-        with atomic_directory(path) as tmp:
-            probes.save_pretrained(tmp)
-            (tmp / "probe_training.json").write_text(json.dumps({"validation_accuracy": accuracy, "key": key}) + "\n")
-    except FileExistsError:  # another process cached the same probes meanwhile (the recipe is deterministic)
-        pass
-    return probes
+    description = (f"default {probe_type} probes for {space.names} ({image_size} px, object scale {object_scale:g}, "
+                   f"seed {seed})")
+    return shipped_cached_or_trained(
+        name, key, lambda: train_shapes_probes(space, probe_type, image_size=image_size, seed=seed,
+                                               object_scale=object_scale),
+        ConceptProbes, cache_dir, description)
