@@ -123,3 +123,46 @@ def test_bad_clip_arrays_are_refused():
         check_clips(np.zeros((2, 8, 32, 32), dtype=np.uint8))
     with pytest.raises(ValueError, match="at least 3 frames"):
         check_clips(np.zeros((2, 2, 32, 32, 3), dtype=np.uint8))
+
+
+def test_the_shipped_clip_probes_are_the_current_recipe_s_and_read_real_clips(real, monkeypatch, tmp_path):
+    """Loaded, never trained, for the builder's clips: each concept of real clips read right (>= 0.99)."""
+    import json
+
+    from compgen.data.clips_builder import ConceptGraphClips
+    from compgen.evaluation import clip_probes
+    from compgen.evaluation.probes import SHIPPED_PROBES_DIR
+
+    name, key = clip_probes.default_clip_probes_name()
+    record = json.loads((SHIPPED_PROBES_DIR / name / "probe_training.json").read_text())
+    assert record["key"] == key and min(record["validation_accuracy"].values()) == 1.0
+    for config in ConceptGraphClips.BUILDER_CONFIGS:  # every config's clips are the shipped probes' clips
+        assert (config.num_frames, config.image_size) == (8, 32)
+    monkeypatch.setattr(clip_probes, "render_clips", lambda *_, **__: pytest.fail("trained instead of loaded"))
+    probes = clip_probes.default_clip_probes(cache_dir=tmp_path)
+    assert (probes.predict(real.frames) == real.concepts).mean(axis=0).min() >= 0.99
+    probes.save_pretrained(tmp_path / "copy")
+    again = clip_probes.ClipProbes.from_pretrained(tmp_path / "copy")
+    assert np.array_equal(again.predict(real.frames[:16]), probes.predict(real.frames[:16]))
+    with pytest.raises(ValueError, match=r"clips must be \(N, 8, 32, 32, 3\)"):
+        probes.predict(real.frames[:, :4])
+
+
+def test_clips_are_scored_per_class_and_level_by_both_scorers(real):
+    from compgen.concepts import ConceptGraph
+    from compgen.evaluation.clip_evaluation import evaluate_clips
+    from compgen.evaluation.clip_probes import default_clip_probes
+
+    graph, names = ConceptGraph(CLIP_SPACE, ["000", "001", "010", "100"]), [CLIP_SPACE.format(c) for c in real.concepts]
+    record = evaluate_clips(graph, real.frames, names, default_clip_probes())
+    assert record["level_accuracy"] == record["pixel_level_accuracy"] == {"0": 1.0, "1": 1.0, "2": 1.0}
+    assert record["levels"]["111"] == 2 and record["num_clips_per_class"]["011"] == 25
+    shuffled = evaluate_clips(graph, _broken(real, "shuffled"), names, default_clip_probes())
+    assert max(shuffled["accuracy"].values()) == max(shuffled["pixel_accuracy"].values()) == 0.0
+    assert sum(sum(counts.values()) for counts in shuffled["failures"].values()) == len(names)
+    # a clip drawn as the wrong class is wrong for both scorers, on that concept only
+    wrong = evaluate_clips(graph, real.frames[:25], ["001"] * 25, default_clip_probes())
+    assert wrong["accuracy"]["001"] == wrong["pixel_accuracy"]["001"] == 0.0
+    assert wrong["concept_accuracy"]["001"]["shape"] == {"probes": 1.0, "pixels": 1.0}
+    with pytest.raises(ValueError, match="give one class per clip"):
+        evaluate_clips(graph, real.frames[:3], ["000"], default_clip_probes())

@@ -1,0 +1,93 @@
+"""Clips scored per class and per level, by both scorers: the learned probes (:mod:`compgen.evaluation.clip_probes`)
+and the pixels with the motion (:mod:`compgen.evaluation.clip_scoring`), behind one typicality check.
+
+An atypical clip (a frame without one object, no motion, a broken path, flicker) counts as wrong on every concept for
+both scorers, as an image without a valid object does. Accuracy is Paper A's multiplicative accuracy (every concept
+right), per class, then averaged per level of the concept graph::
+
+    python -m compgen.evaluation.clip_evaluation --dataset clips-h32-train1     # the real test clips, both scorers
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..cli import ArgumentParser
+from ..clips import CLIP_SPACE
+from ..concepts import ConceptGraph
+from .clip_probes import ClipProbes, default_clip_probes
+from .clip_scoring import CLIP_FAILURES, check_clips, read_clips
+from .metrics import level_means, multiplicative_accuracy
+
+
+def evaluate_clips(graph: ConceptGraph, clips: np.ndarray, concepts: Sequence[str], probes: ClipProbes
+                   ) -> dict[str, Any]:
+    """A record of clips ``(N, T, H, W, 3)`` uint8 meant to show ``concepts`` (one class string per clip): per class
+    and per level, the multiplicative accuracy by the probes (``accuracy``, ``level_accuracy``) and by the pixels and
+    motion (``pixel_accuracy``, ``pixel_level_accuracy``), the share of typical clips and why the others failed."""
+    if len(clips) != len(concepts):
+        raise ValueError(f"{len(clips)} clips but {len(concepts)} concepts: give one class per clip")
+    targets = np.array([CLIP_SPACE.parse(concept) for concept in concepts], dtype=np.int64)
+    check = check_clips(clips)
+    by_pixels = read_clips(check)
+    by_probes = probes.predict(clips)
+    by_probes[~check.valid] = -1
+    names = [CLIP_SPACE.format(target) for target in targets]
+    record: dict[str, Any] = {"num_clips_per_class": {}, "accuracy": {}, "pixel_accuracy": {}, "typical": {},
+                              "concept_accuracy": {}, "failures": {}}
+    for name in sorted(set(names)):
+        rows = np.array([label == name for label in names])
+        record["num_clips_per_class"][name] = int(rows.sum())
+        record["accuracy"][name] = multiplicative_accuracy(by_probes[rows], targets[rows])
+        record["pixel_accuracy"][name] = multiplicative_accuracy(by_pixels[rows], targets[rows])
+        record["typical"][name] = float(check.valid[rows].mean())
+        record["concept_accuracy"][name] = {
+            variable: {"probes": float((by_probes[rows, j] == targets[rows, j]).mean()),
+                       "pixels": float((by_pixels[rows, j] == targets[rows, j]).mean())}
+            for j, variable in enumerate(CLIP_SPACE.names)}
+        record["failures"][name] = {reason: int((check.reasons[rows] == reason).sum()) for reason in CLIP_FAILURES}
+    levels = {name: graph.level(name) for name in record["accuracy"]}
+    record["levels"] = levels
+    record["level_accuracy"] = {str(k): v for k, v in level_means(record["accuracy"], levels).items()}
+    record["pixel_level_accuracy"] = {str(k): v for k, v in level_means(record["pixel_accuracy"], levels).items()}
+    return record
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", default="clips-h32-train1",
+                        help="a clips config name or an export directory (its test split is scored)")
+    parser.add_argument("--config", default=None, help="the config of an export directory (default: its default)")
+    parser.add_argument("--cache_dir", default=None)
+    parser.add_argument("--output", default=None, help="write the record here (JSON)")
+    args = parser.parse_args(argv)
+    import datasets
+
+    from ..data.clips_builder import ConceptGraphClips, build_clips_dataset
+
+    try:
+        if args.dataset in {config.name for config in ConceptGraphClips.BUILDER_CONFIGS}:
+            data = build_clips_dataset(args.dataset, cache_dir=args.cache_dir)
+        else:
+            data = datasets.load_dataset(args.dataset, args.config, cache_dir=args.cache_dir)
+    except (ValueError, FileNotFoundError) as error:
+        parser.error(f"--dataset {args.dataset}: {error}")
+    test = data["test"].with_format("numpy")
+    train_classes = sorted(set(data["train"]["concepts"]))
+    record = evaluate_clips(ConceptGraph(CLIP_SPACE, train_classes), np.stack(test["frames"]), list(test["concepts"]),
+                            default_clip_probes())
+    text = json.dumps(record, indent=2)
+    if args.output:
+        with open(args.output, "w") as handle:
+            handle.write(text + "\n")
+    print(json.dumps({key: record[key] for key in ("level_accuracy", "pixel_level_accuracy", "typical")}, indent=2))
+    return record
+
+
+if __name__ == "__main__":
+    main()
