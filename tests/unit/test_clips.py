@@ -166,3 +166,23 @@ def test_clips_are_scored_per_class_and_level_by_both_scorers(real):
     assert wrong["concept_accuracy"]["001"]["shape"] == {"probes": 1.0, "pixels": 1.0}
     with pytest.raises(ValueError, match="give one class per clip"):
         evaluate_clips(graph, real.frames[:3], ["000"], default_clip_probes())
+
+
+def test_a_video_generator_is_judged_per_level_and_memorizing_is_caught():
+    """The science check of the clips' evaluation: the renderer as a generator reads 1.0 at every level by both
+    scorers; a generator that draws the nearest training class instead reads 1.0 at level 0 and 0.0 above it."""
+    from compgen.concepts import ConceptGraph
+    from compgen.evaluation.clip_evaluation import (
+        evaluate_clip_generator,
+        memorizing_clip_generator,
+        renderer_clip_generator,
+    )
+
+    graph = ConceptGraph(CLIP_SPACE, ["000", "001", "010", "100"])
+    perfect = evaluate_clip_generator(graph, renderer_clip_generator(), clips_per_class=10, seed=3)
+    assert perfect["level_accuracy"] == perfect["pixel_level_accuracy"] == {"0": 1.0, "1": 1.0, "2": 1.0}
+    memorizing = evaluate_clip_generator(graph, memorizing_clip_generator(graph), clips_per_class=10, seed=3)
+    for key in ("level_accuracy", "pixel_level_accuracy"):
+        assert memorizing[key] == {"0": 1.0, "1": 0.0, "2": 0.0}
+    with pytest.raises(ValueError, match="clips_per_class must be at least 1"):
+        evaluate_clip_generator(graph, renderer_clip_generator(), clips_per_class=0)

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..cli import ArgumentParser
-from ..clips import CLIP_SPACE
-from ..concepts import ConceptGraph
+from ..clips import CLIP_SPACE, render_clips
+from ..concepts import ConceptGraph, concept_distance
 from .clip_probes import ClipProbes, default_clip_probes
 from .clip_scoring import CLIP_FAILURES, check_clips, read_clips
 from .metrics import level_means, multiplicative_accuracy
@@ -56,6 +56,33 @@ def evaluate_clips(graph: ConceptGraph, clips: np.ndarray, concepts: Sequence[st
     record["level_accuracy"] = {str(k): v for k, v in level_means(record["accuracy"], levels).items()}
     record["pixel_level_accuracy"] = {str(k): v for k, v in level_means(record["pixel_accuracy"], levels).items()}
     return record
+
+
+ClipSampler = Callable[[list[str], int], np.ndarray]
+"""``(class strings, seed) -> uint8 clips (N, T, H, W, 3)``: how a video generator is sampled for evaluation."""
+
+
+def evaluate_clip_generator(graph: ConceptGraph, generate: ClipSampler, clips_per_class: int = 20, seed: int = 0,
+                            probes: ClipProbes | None = None) -> dict[str, Any]:
+    """Sample ``clips_per_class`` clips of every class of ``graph`` from ``generate`` and score them
+    (:func:`evaluate_clips`): one evaluation of a video generator's learning dynamics."""
+    if clips_per_class < 1:
+        raise ValueError(f"clips_per_class must be at least 1, got {clips_per_class}")
+    concepts = [graph.format(node) for node in graph.nodes for _ in range(clips_per_class)]
+    return evaluate_clips(graph, generate(concepts, seed), concepts, probes or default_clip_probes())
+
+
+def renderer_clip_generator() -> ClipSampler:
+    """A "perfect" video generator: the clip renderer itself, for checking the scorers end to end."""
+    return lambda concepts, seed: render_clips(concepts, seed=seed).frames
+
+
+def memorizing_clip_generator(graph: ConceptGraph) -> ClipSampler:
+    """A video generator that only memorized its training clips: it renders the nearest training class instead."""
+    nearest = {graph.format(node): graph.format(min(graph.training_classes,
+                                                    key=lambda t, c=node: concept_distance(c, t)))
+               for node in graph.nodes}
+    return lambda concepts, seed: render_clips([nearest[concept] for concept in concepts], seed=seed).frames
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
