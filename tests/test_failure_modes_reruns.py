@@ -248,3 +248,19 @@ def test_runner_files_report_the_line_of_a_bad_quote_expand_home_and_refuse_para
     assert "line 1: No closing quotation" in exits_with_usage_error(capsys, runner_main, ["--runs", str(runs)])
     message = exits_with_usage_error(capsys, runner_main, ["--run", "examples/train_tuple_unet.py", "--parallel", "0"])
     assert "--parallel must be at least 1, got 0" in message
+
+
+def test_a_run_queue_names_recipes_or_scripts_and_refuses_anything_else(tmp_path, capsys):
+    """A queue's command starts with a recipe (``tuple-unet``, as ``python -m compgen.train`` takes it) or a script
+    path; a recipe runs in process through its module, and an unknown first word is named."""
+    from compgen.recipes import tuple_unet
+    from compgen.studies.runner import load_script, parse_runs
+    from compgen.studies.runner import main as runner_main
+
+    assert load_script("tuple-unet") is tuple_unet
+    (recipe, script) = parse_runs("tuple-unet --seed 0\nexamples/train_tuple_unet.py --seed 1\n")
+    assert recipe[0] == "tuple-unet" and script[0].endswith(".py")
+    with pytest.raises(ValueError, match=r"line 1: a command starts with a recipe \(tuple-unet, .*\) or a script path"):
+        parse_runs("unet --seed 0\n")
+    message = exits_with_usage_error(capsys, runner_main, ["--run", "dit --seed 0"])
+    assert "no recipe 'dit' and no script at dit" in message
