@@ -128,6 +128,19 @@ def test_publish_script_exports_the_requested_configs(tmp_path):
         publish.main(["--output_dir", str(tmp_path / "out"), "--configs", "not-a-config"])
 
 
+def test_publish_script_exports_the_clips_configs_with_their_preview(tmp_path, capsys):
+    publish = load_repo_script("dataset_scripts/publish_concept_graph.py")
+    publish.main(["--clips", "--output_dir", str(tmp_path / "clips"), "--configs", "clips-h32-train2", "--cache_dir",
+                  str(tmp_path)])
+    assert files_to_upload(tmp_path / "clips") == [
+        "README.md", "clips-h32-train2/test-00000-of-00001.parquet", "clips-h32-train2/train-00000-of-00001.parquet",
+        "images/clips-h32-train2.gif", "images/clips-h32-train2.png"]
+    capsys.readouterr()
+    with pytest.raises(SystemExit):  # a shapes config among clips: named, nothing written
+        publish.main(["--clips", "--output_dir", str(tmp_path / "mixed"), "--configs", "okawa-fail1"])
+    assert "okawa-fail1: shapes configs" in capsys.readouterr().err and not (tmp_path / "mixed").exists()
+
+
 def test_quickstart_writes_the_dataset_and_a_contact_sheet(tmp_path, capsys):
     quickstart_main(["--output_dir", str(tmp_path / "outputs"), "--cache_dir", str(tmp_path / "cache")])
     assert (tmp_path / "outputs" / "contact_sheet.png").is_file()
