@@ -30,6 +30,7 @@ from .. import concepts as concepts_module
 from .. import shapes as shapes_module
 from ..clips import CLIP_SPACE, ClipConfig, render_clips
 from ..concepts import ConceptGraph, get_split_preset
+from .concept_graph_builder import builder_arguments
 from .png import encode_png
 
 DATASET_NAME = "concept_graph_clips"
@@ -159,19 +160,7 @@ def build_clips_dataset(config_name_or_config: str | ConceptGraphClipsConfig = "
                         cache_dir: str | None = None, **overrides: Any) -> datasets.DatasetDict:
     """Build (or load from the cache) the ``train`` and ``test`` splits of a clips config: a predefined name, a new
     name with ``overrides`` defining it (``split_preset="H32-train3", clips_per_class=100``), or a config object."""
-    if isinstance(config_name_or_config, ConceptGraphClipsConfig):
-        config = config_name_or_config
-        defaults = ConceptGraphClipsConfig(name=config.name)
-        kwargs = {field.name: getattr(config, field.name) for field in dataclasses.fields(ConceptGraphClipsConfig)
-                  if field.name != "name" and getattr(config, field.name) != getattr(defaults, field.name)}
-        name = config.name
-    elif isinstance(config_name_or_config, str):
-        name, kwargs = config_name_or_config, {}
-    else:
-        raise ValueError(f"expected a clips config name or a ConceptGraphClipsConfig, got {config_name_or_config!r}")
-    kwargs.update(overrides)
-    if isinstance(kwargs.get("training_classes"), list):
-        kwargs["training_classes"] = tuple(kwargs["training_classes"])
+    name, kwargs = builder_arguments(config_name_or_config, ConceptGraphClipsConfig, overrides)
     builder = ConceptGraphClips(config_name=name, cache_dir=cache_dir, **kwargs)
     builder.download_and_prepare()
     return builder.as_dataset()

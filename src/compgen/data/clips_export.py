@@ -22,9 +22,9 @@ from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard, DatasetCardData
 from PIL import Image, ImageDraw, ImageFont
 
-from ..atomic_io import atomic_directory, check_writable_directory
+from ..atomic_io import atomic_directory
 from .clips_builder import ConceptGraphClipsConfig, build_clips_dataset
-from .export import CONTACT_SHEET_DIR, write_hub_configs
+from .export import CONTACT_SHEET_DIR, build_configs, write_hub_configs
 
 CLIP_COLUMNS = ("frames", "concepts", "level")
 
@@ -32,15 +32,7 @@ CLIP_COLUMNS = ("frames", "concepts", "level")
 def export_clip_configs(configs: Sequence[str | ConceptGraphClipsConfig], output_dir: str | os.PathLike,
                         cache_dir: str | None = None, overwrite: bool = False) -> Path:
     """Build each clips config (a name or a :class:`ConceptGraphClipsConfig`) and export them to ``output_dir``."""
-    if not configs:
-        raise ValueError("no clip configs to export")
-    check_writable_directory(Path(output_dir), overwrite)
-    built = {}
-    for config in configs:
-        name = config if isinstance(config, str) else config.name
-        if name in built:
-            raise ValueError(f"clip config {name!r} is listed twice")
-        built[name] = build_clips_dataset(config, cache_dir=cache_dir)
+    built = build_configs(configs, build_clips_dataset, output_dir, cache_dir, overwrite)
     return export_clip_datasets(built, output_dir, overwrite=overwrite)
 
 

@@ -244,23 +244,28 @@ def concept_graph_builder(
     **overrides: Any,
 ) -> ConceptGraphShapes:
     """The :class:`ConceptGraphShapes` builder of a config name or object (see ``build_concept_graph_dataset``)."""
-    if isinstance(config_name_or_config, ConceptGraphShapesConfig):
+    name, kwargs = builder_arguments(config_name_or_config, ConceptGraphShapesConfig, overrides)
+    return ConceptGraphShapes(config_name=name, cache_dir=cache_dir, **kwargs)
+
+
+def builder_arguments(config_name_or_config: str | datasets.BuilderConfig, config_class: type[datasets.BuilderConfig],
+                      overrides: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """``(config name, keyword arguments)`` for a builder, from a config name or a ``config_class`` object (its fields
+    that differ from the defaults) with ``overrides`` on top."""
+    if isinstance(config_name_or_config, config_class):
         config = config_name_or_config
-        defaults = ConceptGraphShapesConfig(name=config.name)
-        kwargs = {
-            field.name: getattr(config, field.name)
-            for field in dataclasses.fields(ConceptGraphShapesConfig)
-            if field.name != "name" and getattr(config, field.name) != getattr(defaults, field.name)
-        }
+        defaults = config_class(name=config.name)
+        kwargs = {field.name: getattr(config, field.name) for field in dataclasses.fields(config_class)
+                  if field.name != "name" and getattr(config, field.name) != getattr(defaults, field.name)}
         name = config.name
     elif isinstance(config_name_or_config, str):
         name, kwargs = config_name_or_config, {}
     else:
-        raise ValueError(f"expected a config name or a ConceptGraphShapesConfig, got {config_name_or_config!r}")
+        raise ValueError(f"expected a config name or a {config_class.__name__}, got {config_name_or_config!r}")
     kwargs.update(overrides)
     if isinstance(kwargs.get("training_classes"), list):
         kwargs["training_classes"] = tuple(kwargs["training_classes"])
-    return ConceptGraphShapes(config_name=name, cache_dir=cache_dir, **kwargs)
+    return name, kwargs
 
 
 def _code_hash() -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import os
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,16 +52,23 @@ def export_concept_graph_configs(
 ) -> Path:
     """Build each config (a name or a :class:`ConceptGraphShapesConfig`) and export them all to ``output_dir`` (new or
     empty, or any directory with ``overwrite``)."""
+    built = build_configs(configs, build_concept_graph_dataset, output_dir, cache_dir, overwrite)
+    return export_datasets(built, output_dir, samples_per_class=samples_per_class, overwrite=overwrite)
+
+
+def build_configs(configs: Sequence[str | datasets.BuilderConfig], build: Callable[..., datasets.DatasetDict],
+                  output_dir: str | os.PathLike, cache_dir: str | None, overwrite: bool
+                  ) -> dict[str, datasets.DatasetDict]:
+    """``{config name: DatasetDict}`` of each config built by ``build``, after checking, before any building, that
+    there is something to export, no config twice, and that ``output_dir`` may be written."""
     if not configs:
         raise ValueError("no configs to export")
+    names = [config if isinstance(config, str) else config.name for config in configs]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(f"config {twice[0]!r} is listed twice")
     check_writable_directory(Path(output_dir), overwrite)
-    built = {}
-    for config in configs:
-        name = config if isinstance(config, str) else config.name
-        if name in built:
-            raise ValueError(f"config {name!r} is listed twice")
-        built[name] = build_concept_graph_dataset(config, cache_dir=cache_dir)
-    return export_datasets(built, output_dir, samples_per_class=samples_per_class, overwrite=overwrite)
+    return {name: build(config, cache_dir=cache_dir) for name, config in zip(names, configs, strict=True)}
 
 
 def export_datasets(
