@@ -40,3 +40,16 @@ def test_plot_and_command(tmp_path):
     (run / "training_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in scalars()))
     training_diagnostics.main([str(run), "--output", str(tmp_path / "f.png")])  # no evaluations: losses alone
     assert (tmp_path / "f.png").stat().st_size > 0
+
+
+def test_a_weighted_cross_entropy_gives_the_ratio_the_optimizer_sees():
+    """With ``--cross_entropy_warmup_steps`` the log holds ``ce_weight``; the JEPA term's gradient against the weighted
+    cross-entropy's is the logged ratio over the weight (at weight 0.1, ten times the logged ratio)."""
+    from compgen.analysis.training_diagnostics import effective_ratio
+
+    weighted = [row | {"ce_weight": 0.1} for row in scalars()]
+    rows = summarize_diagnostics(weighted, [(1, 50)])
+    assert rows[0]["effective_grad_norm_ratio"] == pytest.approx(3.0) and rows[0]["grad_norm_ratio"] == 0.3
+    assert "effective_grad_norm_ratio" not in summarize_diagnostics(scalars(), [(1, 50)])[0]
+    assert effective_ratio({"grad_norm_ratio": 0.2, "ce_weight": 0.0}) == float("inf")
+    assert effective_ratio({"ce": 1.0}) is None

@@ -86,10 +86,21 @@ def plot_training_diagnostics(records: Sequence[dict[str, Any]], scalars: Sequen
     save_figure(fig, path)
 
 
+def effective_ratio(record: dict[str, Any]) -> float | None:
+    """The JEPA term's gradient norm over the *weighted* cross-entropy's (``grad_norm_ratio / ce_weight``; the logged
+    ratio is against the unweighted cross-entropy), ``None`` where the record has no ratio; infinite at weight 0."""
+    if "grad_norm_ratio" not in record:
+        return None
+    weight = float(record.get("ce_weight", 1.0))
+    return float(record["grad_norm_ratio"]) / weight if weight > 0 else float("inf")
+
+
 def summarize_diagnostics(scalars: Sequence[dict[str, Any]], windows: Sequence[tuple[int, int]]
                           ) -> list[dict[str, Any]]:
     """Medians of the diagnostics over each ``(first_step, last_step)`` window: the cross-entropy, the JEPA loss, the
-    gradient-norm ratio and the smallest per-layer target spread."""
+    gradient-norm ratio, the smallest per-layer target spread and, for a run whose cross-entropy is weighted
+    (``--cross_entropy_warmup_steps``, ``ce_weight`` in its log), the *effective* ratio: the JEPA term's gradient over
+    the weighted cross-entropy's, what the optimizer's step is made of (:func:`effective_ratio`)."""
     rows = []
     spread_keys = layer_keys(scalars, "jepa_target_spread_")
     for first, last in windows:
@@ -99,6 +110,9 @@ def summarize_diagnostics(scalars: Sequence[dict[str, Any]], windows: Sequence[t
             values = [r[key] for r in inside if key in r]
             if values:
                 row[key] = round(float(np.median(values)), 6)
+        effective = [value for r in inside if (value := effective_ratio(r)) is not None]
+        if effective and any("ce_weight" in r for r in inside):
+            row["effective_grad_norm_ratio"] = round(float(np.median(effective)), 6)
         spreads = [min(r[k] for k in spread_keys if k in r) for r in inside if any(k in r for k in spread_keys)]
         if spreads:
             row["min_target_spread"] = round(float(np.median(spreads)), 4)
