@@ -179,7 +179,7 @@ def test_bad_options_are_refused_with_their_reason():
     (["--num_train_timesteps", "0"], "num_train_timesteps must be at least 1"),
     (["--weighting_scheme", "logit_normal", "--logit_std", "-1"], "logit_std a finite number > 0"),
     (["--weighting_scheme", "mode"], "invalid choice: 'mode'"),
-    (["--eval_inference_steps", "0"], "--eval_inference_steps must be at least 1"),
+    (["--eval_inference_steps", "0"], "eval_inference_steps must be an integer of at least 1"),
 ])
 def test_bad_script_options_stop_before_the_tokenizer_is_trained(argv, message, tmp_path, capsys):
     script = load_recipe("flow-dit")

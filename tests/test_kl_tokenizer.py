@@ -81,7 +81,7 @@ def test_kl_task_learns_and_its_randomness_is_the_steps_generator():
 
 
 def test_save_load_round_trip_and_the_kind_is_read_from_the_config(tmp_path):
-    task = KLTask(tiny_vae(), options={"tokenizer": "kl", "kl_weight": 1e-4})
+    task = KLTask(tiny_vae(), tokenizer_options={"tokenizer": "kl", "kl_weight": 1e-4})
     task.save_pretrained(task.model, tmp_path)
     assert json.loads((tmp_path / "tokenizer_options.json").read_text())["tokenizer"] == "kl"
     assert {p.suffix for p in tmp_path.iterdir()} == {".json", ".safetensors"}
@@ -108,7 +108,7 @@ def test_tokenizer_options_record_the_kind_so_the_other_kind_is_not_reused(tmp_p
     kl = tokenizer_options(argparse.Namespace(**{**vars(args), "tokenizer": "kl"}), 10, 1e-3)
     assert kl["tokenizer"] == "kl" and kl["kl_latent_channels"] == 4 and kl["kl_weight"] == 1e-4  # the embed dim
     assert "codebook_size" not in kl and kl["tokenizer_block_out_channels"] == "8,8,8"
-    KLTask(tiny_vae(), options=kl).save_pretrained(KLTask(tiny_vae()).model, tmp_path)
+    KLTask(tiny_vae(), tokenizer_options=kl).save_pretrained(KLTask(tiny_vae()).model, tmp_path)
     assert reusable_tokenizer(tmp_path, kl, overwrite=False)
     with pytest.raises(ValueError, match="--tokenizer 'kl' there vs None now"):
         reusable_tokenizer(tmp_path, vq, overwrite=False)

@@ -64,7 +64,7 @@ def test_end_to_end_writes_pipeline_card_report_and_target_encoder(trained_run):
     records = [json.loads(line) for line in (out / "learning_dynamics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [2, 4]
     card = (out / "README.md").read_text()
-    assert "jepa_weight (lambda): `0.6`" in card
+    assert "jepa_weight: `0.6`" in card and "mask_type: `random`" in card  # the task's options, listed once
     assert "jepa_layers: `[1, 2]`" in card
     assert "jepa_ema_momentum: `0.99 -> 1.0 (linear over 4 steps)`" in card
     assert "## Tokenizer reconstruction accuracy" in card and "| 111 | 2 |" in card

@@ -201,7 +201,7 @@ def train_vq_tokenizer(
     learning_rate = config_overrides.get("learning_rate", run.config.learning_rate)
     task = VQTask(vqvae, commitment_cost=args.tokenizer_commitment_cost, restart_every=args.tokenizer_restart_every,
                   total_steps=steps, seed=args.seed, crop_size=args.tokenizer_crop_size,
-                  options=tokenizer_options(args, steps, learning_rate))
+                  tokenizer_options=tokenizer_options(args, steps, learning_rate))
     train_tokenizer_task(run, task, tokenizer_training_data(args, run), output_dir, **config_overrides)
     trained = VQModel.from_pretrained(output_dir).eval()
     return trained, report_for_run(trained, run, output_dir, args.tokenizer_data) if report else None
@@ -434,7 +434,7 @@ def train_kl_tokenizer(
     steps = config_overrides.get("max_train_steps", run.config.max_train_steps)
     learning_rate = config_overrides.get("learning_rate", run.config.learning_rate)
     task = KLTask(vae, kl_weight=args.kl_weight, crop_size=args.tokenizer_crop_size,
-                  options=tokenizer_options(args, steps, learning_rate))
+                  tokenizer_options=tokenizer_options(args, steps, learning_rate))
     train_tokenizer_task(run, task, tokenizer_training_data(args, run), output_dir, **config_overrides)
     trained = AutoencoderKL.from_pretrained(output_dir).eval()
     return trained, report_for_run(trained, run, output_dir, args.tokenizer_data) if report else None

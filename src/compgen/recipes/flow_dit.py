@@ -54,9 +54,7 @@ def check_arguments(args: argparse.Namespace, initial: InitialWeights | None) ->
     if initial is not None:
         initial.check_objective("flow")
     check_flow_scheduler_options(args.num_train_timesteps, args.shift)
-    FlowMatchingDiTTask.check_options(args.weighting_scheme, args.logit_mean, args.logit_std)
-    if args.eval_inference_steps < 1:
-        raise ValueError("--eval_inference_steps must be at least 1")
+    FlowMatchingDiTTask.Options.from_args(args)  # the task's own options, checked by their owner
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -79,9 +77,8 @@ def main(argv: list[str] | None = None) -> None:
         torch.manual_seed(config.seed)  # the initial weights are a function of --seed, so runs repeat exactly
         transformer = TupleConditionedDiT(**options)
         scheduler = flow_matching_scheduler(args.num_train_timesteps, args.shift)
-        task = FlowMatchingDiTTask(transformer, tokenizer, scheduler, latents, weighting_scheme=args.weighting_scheme,
-                                   logit_mean=args.logit_mean, logit_std=args.logit_std,
-                                   eval_inference_steps=args.eval_inference_steps, tokenizer_report=report)
+        task = FlowMatchingDiTTask(transformer, tokenizer, scheduler, latents,
+                                   FlowMatchingDiTTask.Options.from_args(args), tokenizer_report=report)
     run.train(task)
 
 

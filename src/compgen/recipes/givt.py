@@ -30,7 +30,6 @@ from compgen.launch.token_model_setup import (
     latent_transformer_options,
     load_or_train_tokenizer,
 )
-from compgen.pipelines.concept_inputs import check_temperature
 from compgen.schedulers.scheduling_maskgit import MASKING_SCHEDULES
 from compgen.training.fine_tuning import InitialWeights
 from compgen.training.tasks.givt import GIVTTask
@@ -47,9 +46,7 @@ def check_arguments(args: argparse.Namespace, initial: InitialWeights | None) ->
     """This script's own options, checked before any work."""
     check_tokenizer_first_arguments(args, initial, allow_kl=True)
     check_transformer_arguments(args, GIVTTransformer)
-    if args.eval_inference_steps < 1:
-        raise ValueError(f"--eval_inference_steps must be at least 1, got {args.eval_inference_steps}")
-    check_temperature(args.eval_temperature, "--eval_temperature")
+    GIVTTask.Options.from_args(args)  # the task's own options, checked by their owner
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -69,8 +66,8 @@ def main(argv: list[str] | None = None) -> None:
         torch.manual_seed(config.seed)  # the initial weights are a function of --seed, so runs repeat exactly
         transformer = GIVTTransformer(**options, num_mixtures=args.num_mixtures)
         scheduler = MaskGITScheduler(mask_token_id=0, masking_schedule=args.masking_schedule)  # no token ids in GIVT
-        task = GIVTTask(transformer, tokenizer, scheduler, latents, eval_inference_steps=args.eval_inference_steps,
-                        eval_temperature=args.eval_temperature, tokenizer_report=report)
+        task = GIVTTask(transformer, tokenizer, scheduler, latents, GIVTTask.Options.from_args(args),
+                        tokenizer_report=report)
     run.train(task)
 
 

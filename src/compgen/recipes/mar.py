@@ -29,7 +29,6 @@ from compgen.launch.token_model_setup import (
     latent_transformer_options,
     load_or_train_tokenizer,
 )
-from compgen.pipelines.concept_inputs import check_temperature
 from compgen.pipelines.tuple_ddpm import PREDICTION_TYPES, paper_ddpm_scheduler
 from compgen.schedulers.scheduling_maskgit import MASKING_SCHEDULES
 from compgen.training.fine_tuning import InitialWeights
@@ -50,11 +49,9 @@ def check_arguments(args: argparse.Namespace, initial: InitialWeights | None) ->
     """This script's own options, checked before any work."""
     check_tokenizer_first_arguments(args, initial, allow_kl=True)
     check_transformer_arguments(args, MARTransformer)
-    for name in ("num_train_timesteps", "diffusion_batch_multiplier",
-                 "eval_inference_steps", "eval_head_steps"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name} must be at least 1, got {getattr(args, name)}")
-    check_temperature(args.eval_temperature, "--eval_temperature")
+    if args.num_train_timesteps < 1:
+        raise ValueError(f"--num_train_timesteps must be at least 1, got {args.num_train_timesteps}")
+    MARTask.Options.from_args(args)  # the task's own options, checked by their owner
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -79,10 +76,8 @@ def main(argv: list[str] | None = None) -> None:
         transformer = MARTransformer(**options, head_width=args.head_width, head_depth=args.head_depth)
         scheduler = MaskGITScheduler(mask_token_id=0, masking_schedule=args.masking_schedule)  # no token ids in MAR
         head_scheduler = paper_ddpm_scheduler(args.num_train_timesteps, args.prediction_type, clip_sample=False)
-        task = MARTask(transformer, tokenizer, scheduler, head_scheduler, latents,
-                       diffusion_batch_multiplier=args.diffusion_batch_multiplier,
-                       eval_inference_steps=args.eval_inference_steps, eval_head_steps=args.eval_head_steps,
-                       eval_temperature=args.eval_temperature, tokenizer_report=report)
+        task = MARTask(transformer, tokenizer, scheduler, head_scheduler, latents, MARTask.Options.from_args(args),
+                       tokenizer_report=report)
     run.train(task)
 
 

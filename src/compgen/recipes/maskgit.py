@@ -35,14 +35,13 @@ from compgen.launch.token_model_setup import (
 )
 from compgen.models.jepa import parse_jepa_layers
 from compgen.models.vq_tokenizer import token_grid_size
-from compgen.pipelines.concept_inputs import check_temperature
 from compgen.schedulers.scheduling_maskgit import MASK_TYPES, MASKING_SCHEDULES
 from compgen.training.ema import MOMENTUM_SCHEDULES
 from compgen.training.fine_tuning import InitialWeights
 from compgen.training.tasks.maskgit import (
     JEPA_PREDICTOR_INITS,
+    MaskGITOptions,
     MaskGITTask,
-    check_cross_entropy_warmup,
     check_jepa_weight,
     precompute_tokens,
 )
@@ -104,39 +103,23 @@ def main(argv: list[str] | None = None) -> None:
         transformer = MaskGITTransformer(**token_transformer_options(args, run, token_grid_size(vqvae)),
                                          codebook_size=vqvae.config.num_vq_embeddings)
         scheduler = MaskGITScheduler(mask_token_id=transformer.mask_token_id, masking_schedule=args.masking_schedule)
-        task = MaskGITTask(
-            transformer,
-            vqvae,
-            scheduler,
-            train_tokens,
-            jepa_weight=args.jepa_weight,
-            jepa_layers=parse_jepa_layers(args.jepa_layers, args.num_layers) if args.jepa_weight > 0 else None,
-            jepa_momentum=args.jepa_momentum,
-            jepa_momentum_end=args.jepa_momentum_end,
-            jepa_momentum_schedule=args.jepa_momentum_schedule,
-            jepa_predictor_hidden_size=args.jepa_predictor_hidden_size,
-            jepa_target_norm=args.jepa_target_norm,
-            jepa_predictor_init=args.jepa_predictor_init,
-            cross_entropy_warmup_steps=args.cross_entropy_warmup_steps,
-            total_steps=config.max_train_steps,
-            mask_type=args.mask_type,
-            label_smoothing=args.label_smoothing,
-            eval_inference_steps=args.eval_inference_steps,
-            eval_temperature=args.eval_temperature,
-            tokenizer_report=report,
-        )
+        task = MaskGITTask(transformer, vqvae, scheduler, train_tokens, task_options(args), tokenizer_report=report)
     run.train(task)
+
+
+def task_options(args: argparse.Namespace) -> MaskGITOptions:
+    """The task's options from the flags (``--jepa_layers`` parsed, the run's length): built, and so checked, by their
+    owner."""
+    layers = parse_jepa_layers(args.jepa_layers, args.num_layers) if args.jepa_weight > 0 else None
+    return MaskGITTask.Options.from_args(args, jepa_layers=layers, total_steps=args.max_train_steps)
 
 
 def check_arguments(args: argparse.Namespace, initial: InitialWeights | None) -> None:
     """Every option this script adds, checked before any work (a bad --jepa_layers must not cost a tokenizer)."""
     check_tokenizer_first_arguments(args, initial)
     check_transformer_arguments(args, MaskGITTransformer)
-    check_jepa_weight(args.jepa_weight, "--jepa_weight")
-    if args.jepa_weight > 0:
-        parse_jepa_layers(args.jepa_layers, args.num_layers)
-    check_cross_entropy_warmup(args.cross_entropy_warmup_steps, args.jepa_weight, args.max_train_steps)
-    check_temperature(args.eval_temperature, "--eval_temperature")
+    check_jepa_weight(args.jepa_weight, "--jepa_weight")  # before --jepa_layers, which only a JEPA arm has
+    task_options(args)
 
 
 if __name__ == "__main__":

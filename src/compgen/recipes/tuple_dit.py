@@ -53,8 +53,9 @@ def check_arguments(args: argparse.Namespace, initial: InitialWeights | None) ->
     check_transformer_arguments(args, TupleConditionedDiT)
     if initial is not None:
         initial.check_objective("ddpm")
-    if args.num_train_timesteps < 1 or args.eval_inference_steps < 1:
-        raise ValueError("--num_train_timesteps and --eval_inference_steps must be at least 1")
+    if args.num_train_timesteps < 1:
+        raise ValueError(f"--num_train_timesteps must be at least 1, got {args.num_train_timesteps}")
+    DiTTask.Options.from_args(args)  # the task's own options, checked by their owner
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
         # The U-Net's schedule, without clipping: standardized latents are not bounded by [-1, 1] (clipping them turned
         # every sample into a blue smear).
         scheduler = paper_ddpm_scheduler(args.num_train_timesteps, args.prediction_type, clip_sample=False)
-        task = DiTTask(transformer, tokenizer, scheduler, latents, eval_inference_steps=args.eval_inference_steps,
+        task = DiTTask(transformer, tokenizer, scheduler, latents, DiTTask.Options.from_args(args),
                        tokenizer_report=report)
     run.train(task)
 

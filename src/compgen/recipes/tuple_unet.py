@@ -9,7 +9,6 @@ with per-level compositional accuracy) and ``learning_dynamics.jsonl`` to ``--ou
 from __future__ import annotations
 
 import argparse
-import math
 
 from compgen import TupleConditionedUNet2DModel
 from compgen.cli import ArgumentParser, parse_widths
@@ -87,14 +86,12 @@ def check_arguments(args: argparse.Namespace, initial: InitialWeights | None) ->
     widths = parse_widths(args.block_out_channels, "block_out_channels")
     if not widths or any(w < 1 or w % 8 for w in widths):
         raise ValueError(f"--block_out_channels must be positive multiples of 8, got {args.block_out_channels}")
-    if not math.isfinite(args.eval_guidance_scale) or args.eval_guidance_scale < 0:
-        raise ValueError(f"--eval_guidance_scale must be a finite number >= 0, got {args.eval_guidance_scale}")
+    DDPMTask.Options.from_args(args)  # the task's own options, checked by their owner
     if args.eval_guidance_scale != 1.0 and args.concept_dropout <= 0:
         raise ValueError(f"--eval_guidance_scale {args.eval_guidance_scale} guides against the null concepts, which "
                          "a model learns only with --concept_dropout > 0 (e.g. 0.1)")
-    for name in ("num_train_timesteps", "eval_inference_steps"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name} must be at least 1, got {getattr(args, name)}")
+    if args.num_train_timesteps < 1:
+        raise ValueError(f"--num_train_timesteps must be at least 1, got {args.num_train_timesteps}")
     TupleConditionedUNet2DModel.check_options(concept_dropout=args.concept_dropout, block_type=args.block_type,
                                               layers_per_block=args.layers_per_block,
                                               concept_modulation=args.concept_modulation,
@@ -144,7 +141,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         modulate_full_resolution=args.modulate_full_resolution,
     )
     task = DDPMTask(unet, paper_ddpm_scheduler(args.num_train_timesteps, args.prediction_type),
-                    eval_inference_steps=args.eval_inference_steps, eval_guidance_scale=args.eval_guidance_scale)
+                    DDPMTask.Options.from_args(args))
     return run.train(task)
 
 

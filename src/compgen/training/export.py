@@ -22,6 +22,15 @@ from .run_directory import EXPORT_STATE_NAME
 from .tasks.base import TrainingTask
 
 
+def card_details(task: TrainingTask) -> dict[str, Any]:
+    """The task's model-card details, its own options (:class:`~compgen.training.tasks.base.TaskOptions`) listed
+    first under the model's hyperparameters (a row the task resolves itself, as MaskGIT's ``jepa_layers``, wins)."""
+    details = dict(task.model_card_details())
+    if task.options is not None:
+        details["hyperparameters"] = {**task.options.card_rows(), **details.get("hyperparameters", {})}
+    return details
+
+
 def export_run(output_dir: Path, task: TrainingTask, model: nn.Module, records: list[dict[str, Any]],
                graph: ConceptGraph, config: TrainingConfig, dataset_name: str | None = None,
                state: dict[str, int] | None = None) -> None:
@@ -41,7 +50,7 @@ def export_run(output_dir: Path, task: TrainingTask, model: nn.Module, records: 
     try:
         tmp.mkdir(parents=True)
         task.save_pretrained(model, tmp)
-        write_model_card(tmp, records=records, graph=graph, config=config, details=task.model_card_details(),
+        write_model_card(tmp, records=records, graph=graph, config=config, details=card_details(task),
                          dataset_name=dataset_name)
         if state is not None:
             (tmp / EXPORT_STATE_NAME).write_text(json.dumps(state) + "\n")

@@ -7,8 +7,9 @@ The seeded batches the loop hands a task are :mod:`compgen.training.batches`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 import torch
@@ -17,6 +18,37 @@ from torch import nn
 from ...eval_mode import eval_mode
 from ...images import unit_to_uint8
 from ...models.concept_embedding import ConceptConditionedMixin
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    """A task's own options, its objective's and its evaluation sampler's (its model's are the model's config):
+    declared once here with their defaults, checked once, when built (:meth:`check`), and listed on the model card
+    (:meth:`card_rows`). A recipe builds them from its parsed flags (:meth:`from_args`) before any work."""
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Raise ``ValueError`` naming an option the task refuses (subclasses extend it)."""
+
+    @classmethod
+    def from_args(cls, args: Any, **values: Any) -> Self:
+        """The options of parsed ``args`` (each field from the attribute of its name, where ``args`` has it; else
+        its default), with ``values`` on top."""
+        given = {field.name: getattr(args, field.name) for field in fields(cls) if hasattr(args, field.name)}
+        return cls(**(given | values))
+
+    def card_rows(self) -> dict[str, Any]:
+        """``{option: value}`` for the model card."""
+        return {field.name: getattr(self, field.name) for field in fields(self)}
+
+
+def check_at_least_one(**counts: int) -> None:
+    """Raise ``ValueError`` naming the first of ``counts`` (a step count, a batch size) below 1."""
+    for name, value in counts.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an integer of at least 1, got {value!r}")
 
 
 class TrainingTask:
@@ -29,9 +61,17 @@ class TrainingTask:
 
     model: nn.Module
     """The trainable module (it may hold several parts, e.g. a transformer and a JEPA predictor)."""
+    options: TaskOptions | None = None
+    """The task's own options; each is also read as an attribute of the task (``task.eval_inference_steps``)."""
     use_full_conditioning: bool = False
     """Whether training feeds the per-image continuous concept values (``full`` conditioning), see
     :meth:`full_conditioning`."""
+
+    def __getattr__(self, name: str) -> Any:
+        options = self.__dict__.get("options")
+        if options is not None and name in {field.name for field in fields(options)}:
+            return getattr(options, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @staticmethod
     def full_conditioning(model: nn.Module, use_full_conditioning: bool | None) -> bool:

@@ -3,6 +3,8 @@ the scheduler names (epsilon as Paper A, ``v_prediction`` as the cpu-quick prese
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +13,24 @@ import torch.nn.functional as F
 from diffusers import DDIMScheduler, DDPMScheduler
 from torch import nn
 
+from ...pipelines.tuple_ddpm import PREDICTION_TYPES
 from ..acceleration import compiled_for_sampling, to_device
-from .base import TrainingTask, sample_in_batches
+from .base import TaskOptions, TrainingTask, check_at_least_one, sample_in_batches
 
-PREDICTION_TYPES = ("epsilon", "v_prediction", "sample")
+
+@dataclass(frozen=True)
+class DDPMOptions(TaskOptions):
+    """The DDPM task's own options: how its evaluation samples (DDIM steps, batch, classifier-free guidance)."""
+
+    eval_inference_steps: int = 20
+    eval_batch_size: int = 256
+    eval_guidance_scale: float = 1.0
+    """Classifier-free guidance of the evaluation's samples (1: none)."""
+
+    def check(self) -> None:
+        check_at_least_one(eval_inference_steps=self.eval_inference_steps, eval_batch_size=self.eval_batch_size)
+        if not math.isfinite(self.eval_guidance_scale) or self.eval_guidance_scale < 0:
+            raise ValueError(f"eval_guidance_scale must be a finite number >= 0, got {self.eval_guidance_scale}")
 
 
 class DDPMTask(TrainingTask):
@@ -25,23 +41,23 @@ class DDPMTask(TrainingTask):
     fraction of the cost of full DDPM sampling.
     """
 
+    Options = DDPMOptions
+
     def __init__(
         self,
         unet: nn.Module,
         scheduler: DDPMScheduler,
-        eval_inference_steps: int = 20,
-        eval_batch_size: int = 256,
+        options: DDPMOptions | None = None,
         use_full_conditioning: bool | None = None,
-        eval_guidance_scale: float = 1.0,
+        **option_values: Any,
     ) -> None:
+        """``options``, or the same as keywords (``eval_inference_steps=...``): the task's :class:`DDPMOptions`."""
         if scheduler.config.prediction_type not in PREDICTION_TYPES:
             raise ValueError(f"unsupported prediction_type {scheduler.config.prediction_type!r}; use one of "
                              f"{PREDICTION_TYPES}")
+        self.options = options if options is not None else self.Options(**option_values)
         self.model = unet
         self.scheduler = scheduler
-        self.eval_inference_steps = eval_inference_steps
-        self.eval_batch_size = eval_batch_size
-        self.eval_guidance_scale = eval_guidance_scale  # classifier-free guidance of the evaluation's samples
         self.use_full_conditioning = self.full_conditioning(unet, use_full_conditioning)
         # diffusers' add_noise / get_velocity rebuild these from alphas_cumprod at every call; computed once here
         # with the same operations (the same values), they move to the device with the task.

@@ -8,6 +8,7 @@ computed once (the tokenizer never changes), as MaskGIT's token indices are.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,15 @@ import torch
 from diffusers import AutoencoderKL, DDPMScheduler, VQModel
 
 from ...models.tuple_dit import TupleConditionedDiT
-from .ddpm import DDPMTask
+from .ddpm import DDPMOptions, DDPMTask
 from .latent_tokenizer import LatentTokenizerMixin, standardized_training_latents
+
+
+@dataclass(frozen=True)
+class DiTOptions(DDPMOptions):
+    """The DiT task's own options: the DDPM task's, with a larger evaluation batch (latents are small)."""
+
+    eval_batch_size: int = 400
 
 
 class DiTTask(LatentTokenizerMixin, DDPMTask):
@@ -29,7 +37,10 @@ class DiTTask(LatentTokenizerMixin, DDPMTask):
         scheduler: The noise schedule and prediction type.
         train_latents: ``(N, C, g, g)`` latents of the training images (row ``i`` for ``batch["index"] == i``).
         tokenizer_report: The tokenizer's reconstruction report, for the model card's reconstruction table.
+        options: The task's :class:`DiTOptions` (or the same as keywords).
     """
+
+    Options = DiTOptions
 
     def __init__(
         self,
@@ -37,15 +48,15 @@ class DiTTask(LatentTokenizerMixin, DDPMTask):
         tokenizer: VQModel | AutoencoderKL,
         scheduler: DDPMScheduler,
         train_latents: torch.Tensor,
-        eval_inference_steps: int = 20,
-        eval_batch_size: int = 400,
+        options: DiTOptions | None = None,
         use_full_conditioning: bool | None = None,
         tokenizer_report: dict[str, Any] | None = None,
+        **option_values: Any,
     ) -> None:
         from ...pipelines.latent_decoding import check_unclipped_scheduler
 
         check_unclipped_scheduler(scheduler)
-        super().__init__(transformer, scheduler, eval_inference_steps, eval_batch_size, use_full_conditioning)
+        super().__init__(transformer, scheduler, options, use_full_conditioning, **option_values)
         self.tokenizer = tokenizer.eval().requires_grad_(False)
         self.train_latents = standardized_training_latents(transformer, train_latents)
         self.tokenizer_report = tokenizer_report

@@ -15,6 +15,7 @@ paper (Esser et al. 2024, Sec. 3.1).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +25,37 @@ from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler, VQModel
 
 from ...models.tuple_dit import TupleConditionedDiT
 from ..acceleration import compiled_for_sampling, to_device
-from .base import TrainingTask, sample_in_batches
+from .base import TaskOptions, TrainingTask, check_at_least_one, sample_in_batches
 from .latent_tokenizer import LatentTokenizerMixin, standardized_training_latents
 
 WEIGHTING_SCHEMES = ("uniform", "logit_normal")
 """How the training noise level is drawn (the names of diffusers' ``compute_density_for_timestep_sampling``)."""
+
+
+@dataclass(frozen=True)
+class FlowMatchingOptions(TaskOptions):
+    """The flow-matching task's own options: how the training noise level is drawn, and how the evaluation samples."""
+
+    weighting_scheme: str = "uniform"
+    """``"uniform"`` or ``"logit_normal"`` (:data:`WEIGHTING_SCHEMES`)."""
+    logit_mean: float = 0.0
+    logit_std: float = 1.0
+    """The logit-normal draw's mean and standard deviation (``logit_normal`` only)."""
+    eval_inference_steps: int = 20
+    """Euler steps of the evaluation's samples."""
+    eval_batch_size: int = 400
+    eval_guidance_scale: float = 1.0
+    """Classifier-free guidance of the evaluation's samples (1: none)."""
+
+    def check(self) -> None:
+        if self.weighting_scheme not in WEIGHTING_SCHEMES:
+            raise ValueError(f"unsupported weighting_scheme {self.weighting_scheme!r}; use one of {WEIGHTING_SCHEMES}")
+        if not math.isfinite(self.logit_mean) or not math.isfinite(self.logit_std) or self.logit_std <= 0:
+            raise ValueError(f"logit_mean must be a finite number and logit_std a finite number > 0, got "
+                             f"{self.logit_mean} and {self.logit_std}")
+        check_at_least_one(eval_inference_steps=self.eval_inference_steps, eval_batch_size=self.eval_batch_size)
+        if not math.isfinite(self.eval_guidance_scale) or self.eval_guidance_scale < 0:
+            raise ValueError(f"eval_guidance_scale must be a finite number >= 0, got {self.eval_guidance_scale}")
 
 
 class FlowMatchingDiTTask(LatentTokenizerMixin, TrainingTask):
@@ -40,12 +67,11 @@ class FlowMatchingDiTTask(LatentTokenizerMixin, TrainingTask):
         tokenizer: The frozen tokenizer, a ``VQModel`` or an ``AutoencoderKL``.
         scheduler: A ``FlowMatchEulerDiscreteScheduler``: the training sigmas and timesteps, and the sampler.
         train_latents: ``(N, C, g, g)`` latents of the training images (row ``i`` for ``batch["index"] == i``).
-        weighting_scheme: ``"uniform"`` or ``"logit_normal"``: how the training noise level is drawn.
-        logit_mean, logit_std: The logit-normal draw's mean and standard deviation (``logit_normal`` only).
-        eval_inference_steps: Euler steps of the evaluation's samples.
-        eval_guidance_scale: Classifier-free guidance of the evaluation's samples (1: none).
         tokenizer_report: The tokenizer's reconstruction report, for the model card's reconstruction table.
+        options: The task's :class:`FlowMatchingOptions` (or the same as keywords: ``weighting_scheme=...``).
     """
+
+    Options = FlowMatchingOptions
 
     def __init__(
         self,
@@ -53,32 +79,22 @@ class FlowMatchingDiTTask(LatentTokenizerMixin, TrainingTask):
         tokenizer: VQModel | AutoencoderKL,
         scheduler: FlowMatchEulerDiscreteScheduler,
         train_latents: torch.Tensor,
-        weighting_scheme: str = "uniform",
-        logit_mean: float = 0.0,
-        logit_std: float = 1.0,
-        eval_inference_steps: int = 20,
-        eval_batch_size: int = 400,
+        options: FlowMatchingOptions | None = None,
         use_full_conditioning: bool | None = None,
-        eval_guidance_scale: float = 1.0,
         tokenizer_report: dict[str, Any] | None = None,
+        **option_values: Any,
     ) -> None:
         from ...pipelines.flow_dit import check_flow_scheduler
 
-        self.check_options(weighting_scheme, logit_mean, logit_std)
+        self.options = options if options is not None else self.Options(**option_values)
         if not isinstance(scheduler, FlowMatchEulerDiscreteScheduler):
             raise ValueError(f"the flow-matching task trains on a FlowMatchEulerDiscreteScheduler's sigmas, got "
                              f"{type(scheduler).__name__}")
         check_flow_scheduler(scheduler)
-        if eval_inference_steps < 1:
-            raise ValueError(f"eval_inference_steps must be at least 1, got {eval_inference_steps}")
         self.model = transformer
         self.scheduler = scheduler
         self.tokenizer = tokenizer.eval().requires_grad_(False)
         self.train_latents = standardized_training_latents(transformer, train_latents)
-        self.weighting_scheme, self.logit_mean, self.logit_std = weighting_scheme, logit_mean, logit_std
-        self.eval_inference_steps = eval_inference_steps
-        self.eval_batch_size = eval_batch_size
-        self.eval_guidance_scale = eval_guidance_scale
         self.use_full_conditioning = self.full_conditioning(transformer, use_full_conditioning)
         self.tokenizer_report = tokenizer_report
         # The scheduler's training table (before any set_timesteps), increasing: sigma_i, and timestep_i = sigma_i *
@@ -86,15 +102,6 @@ class FlowMatchingDiTTask(LatentTokenizerMixin, TrainingTask):
         table = FlowMatchEulerDiscreteScheduler.from_config(scheduler.config)
         self.train_sigmas = table.sigmas.flip(0).float()
         self.train_timesteps = table.timesteps.flip(0).float()
-
-    @staticmethod
-    def check_options(weighting_scheme: str = "uniform", logit_mean: float = 0.0, logit_std: float = 1.0) -> None:
-        """The noise-level draw's options (the script's ``--weighting_scheme``, ``--logit_mean``, ``--logit_std``)."""
-        if weighting_scheme not in WEIGHTING_SCHEMES:
-            raise ValueError(f"unsupported weighting_scheme {weighting_scheme!r}; use one of {WEIGHTING_SCHEMES}")
-        if not math.isfinite(logit_mean) or not math.isfinite(logit_std) or logit_std <= 0:
-            raise ValueError(f"logit_mean must be a finite number and logit_std a finite number > 0, got {logit_mean} "
-                             f"and {logit_std}")
 
     def draw_noise_levels(self, batch_size: int, generator: torch.Generator) -> torch.LongTensor:
         """Indices ``(B,)`` into the training sigmas (increasing), drawn on the CPU from ``generator``."""

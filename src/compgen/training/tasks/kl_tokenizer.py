@@ -4,6 +4,7 @@ posterior sample plus a small KL term towards N(0, 1), with the VQ tokenizer's t
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import torch.nn.functional as F
 from diffusers import AutoencoderKL
 from torch import nn
 
-from .base import TrainingTask
+from .base import TaskOptions, TrainingTask
 from .vq_tokenizer import random_crops
 
 DEFAULT_KL_WEIGHT = 1e-4
@@ -37,6 +38,23 @@ class AutoencoderKLForTraining(nn.Module):
         return self.vae.decode(latents).sample, posterior.mean, posterior.logvar
 
 
+@dataclass(frozen=True)
+class KLOptions(TaskOptions):
+    """The KL tokenizer task's own options: the KL term's weight and training crops."""
+
+    kl_weight: float = DEFAULT_KL_WEIGHT
+    """Weight of the KL term."""
+    crop_size: int = 0
+    """Train on one random ``crop_size`` crop per image (a multiple of the downsampling); 0: whole images (local crops
+    keep the latents local, see ``VQTask``)."""
+
+    def check(self) -> None:
+        if not 0 <= self.kl_weight < float("inf"):
+            raise ValueError(f"kl_weight must be a finite number >= 0, got {self.kl_weight}")
+        if self.crop_size < 0:
+            raise ValueError(f"crop_size must be >= 0, got {self.crop_size}")
+
+
 class KLTask(TrainingTask):
     """Pixel MSE of the reconstruction of a posterior sample, plus ``kl_weight`` x KL(posterior || N(0, 1)).
 
@@ -53,26 +71,18 @@ class KLTask(TrainingTask):
 
     Args:
         vae: The tokenizer to train.
-        kl_weight: Weight of the KL term.
-        crop_size: Train on one random ``crop_size`` crop per image (a multiple of the downsampling); 0: whole
-            images (local crops keep the latents local, see ``VQTask``).
-        options: The training options to record beside the exported tokenizer (``tokenizer_options.json``), so
-            that a rerun reuses the tokenizer only when they match.
+        options: The task's :class:`KLOptions` (or the same as keywords: ``kl_weight=...``).
+        tokenizer_options: The training options to record beside the exported tokenizer (``tokenizer_options.json``),
+            so that a rerun reuses the tokenizer only when they match.
     """
 
-    def __init__(
-        self,
-        vae: AutoencoderKL,
-        kl_weight: float = DEFAULT_KL_WEIGHT,
-        crop_size: int = 0,
-        options: dict[str, Any] | None = None,
-    ) -> None:
-        if not 0 <= kl_weight < float("inf"):
-            raise ValueError(f"kl_weight must be a finite number >= 0, got {kl_weight}")
+    Options = KLOptions
+
+    def __init__(self, vae: AutoencoderKL, options: KLOptions | None = None,
+                 tokenizer_options: dict[str, Any] | None = None, **option_values: Any) -> None:
+        self.options = options if options is not None else self.Options(**option_values)
         self.model = AutoencoderKLForTraining(vae)
-        self.kl_weight = kl_weight
-        self.crop_size = crop_size
-        self.options = options
+        self.tokenizer_options = tokenizer_options
         self.downscale = 2 ** (len(vae.config.block_out_channels) - 1)
 
     @property
@@ -96,8 +106,9 @@ class KLTask(TrainingTask):
 
     def save_pretrained(self, model, output_dir: Path) -> None:
         model.vae.save_pretrained(output_dir, safe_serialization=True)
-        if self.options is not None:
-            (Path(output_dir) / "tokenizer_options.json").write_text(json.dumps(self.options, indent=2) + "\n")
+        if self.tokenizer_options is not None:
+            (Path(output_dir) / "tokenizer_options.json").write_text(json.dumps(self.tokenizer_options, indent=2)
+                                                                     + "\n")
 
     def model_card_details(self) -> dict[str, Any]:
         return {
@@ -106,6 +117,6 @@ class KLTask(TrainingTask):
             "tags": ["autoencoder-kl", "tokenizer"],
             "hyperparameters": {  # the AutoencoderKL's own options follow from its config.json
                 "kl_weight": self.kl_weight,
-                "tokenizer_data": (self.options or {}).get("tokenizer_data", "not recorded"),
+                "tokenizer_data": (self.tokenizer_options or {}).get("tokenizer_data", "not recorded"),
             },
         }

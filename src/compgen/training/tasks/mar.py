@@ -10,6 +10,7 @@ scheduler's prediction type. The latents are the DiT's
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -18,7 +19,25 @@ from diffusers import AutoencoderKL, DDPMScheduler, VQModel
 
 from ...models.mar_transformer import MARTransformer
 from ...schedulers.scheduling_maskgit import MaskGITScheduler
-from .masked_latent import MaskedLatentTask
+from .base import check_at_least_one
+from .masked_latent import MaskedLatentOptions, MaskedLatentTask
+
+
+@dataclass(frozen=True)
+class MAROptions(MaskedLatentOptions):
+    """MAR's task options: GIVT's, the head's noise draws per token, and its denoising steps when sampling."""
+
+    eval_temperature: float = 1.0
+    """The head's initial noise scale when the evaluation samples."""
+    diffusion_batch_multiplier: int = 4
+    """Noise draws per masked token and step."""
+    eval_head_steps: int = 25
+    """The head's denoising steps per revealed token when the evaluation samples."""
+
+    def check(self) -> None:
+        super().check()
+        check_at_least_one(diffusion_batch_multiplier=self.diffusion_batch_multiplier,
+                           eval_head_steps=self.eval_head_steps)
 
 
 class MARTask(MaskedLatentTask):
@@ -30,11 +49,11 @@ class MARTask(MaskedLatentTask):
         scheduler: MaskGIT's schedule, for the training masks and the unmasking steps.
         head_scheduler: The diffusion head's noise schedule and prediction type (``clip_sample=False``).
         train_latents: ``(N, C, g, g)`` latents of the training images (row ``i`` for ``batch["index"] == i``).
-        diffusion_batch_multiplier: Noise draws per masked token and step.
-        eval_head_steps: The head's denoising steps per revealed token when the evaluation samples.
-        options: ``eval_inference_steps``, ``eval_temperature`` (the head's initial noise scale) and the rest of
+        options: The task's :class:`MAROptions` (or the same as keywords), and the rest of
             :class:`~compgen.training.tasks.masked_latent.MaskedLatentTask`'s arguments.
     """
+
+    Options = MAROptions
 
     def __init__(
         self,
@@ -43,19 +62,14 @@ class MARTask(MaskedLatentTask):
         scheduler: MaskGITScheduler,
         head_scheduler: DDPMScheduler,
         train_latents: torch.Tensor,
-        diffusion_batch_multiplier: int = 4,
-        eval_head_steps: int = 25,
-        **options: Any,
+        options: MAROptions | None = None,
+        **arguments: Any,
     ) -> None:
         from ...pipelines.latent_decoding import check_unclipped_scheduler
 
         check_unclipped_scheduler(head_scheduler)
-        if diffusion_batch_multiplier < 1 or eval_head_steps < 1:
-            raise ValueError("diffusion_batch_multiplier and eval_head_steps must be at least 1")
-        super().__init__(transformer, tokenizer, scheduler, train_latents, **options)
+        super().__init__(transformer, tokenizer, scheduler, train_latents, options, **arguments)
         self.head_scheduler = head_scheduler
-        self.diffusion_batch_multiplier = diffusion_batch_multiplier
-        self.eval_head_steps = eval_head_steps
 
     def compute_loss(self, model, batch, generator, step):
         latents, mask, positions, conditioning = self.masked_batch(batch, generator)
@@ -94,7 +108,6 @@ class MARTask(MaskedLatentTask):
                 "objective": "diffusion loss of the masked tokens' latents under a per-token MLP head (MAR)",
                 "tokenizer": self.tokenizer_description(),
                 "head": "an MLP of head_depth adaLN blocks of head_width (config.json)",
-                "diffusion_batch_multiplier": self.diffusion_batch_multiplier,
                 "num_train_timesteps": self.head_scheduler.config.num_train_timesteps,
                 "prediction_type": self.head_scheduler.config.prediction_type,
                 **self.backbone_hyperparameters(),

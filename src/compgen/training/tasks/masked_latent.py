@@ -5,6 +5,7 @@ export of the pipeline, and sampling for the evaluation."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,24 @@ from diffusers import AutoencoderKL, VQModel
 
 from ...schedulers.scheduling_maskgit import MaskGITScheduler
 from ..acceleration import to_device
-from .base import TrainingTask, sample_in_batches
+from .base import TaskOptions, TrainingTask, check_at_least_one, sample_in_batches
 from .latent_tokenizer import LatentTokenizerMixin
+
+
+@dataclass(frozen=True)
+class MaskedLatentOptions(TaskOptions):
+    """GIVT's task options (and the start of MAR's): how the evaluation samples."""
+
+    eval_inference_steps: int = 12
+    """Unmasking steps of the evaluation's samples."""
+    eval_temperature: float = 1.0
+    """The evaluation's sampling temperature (the pipeline's ``temperature``)."""
+    eval_batch_size: int = 400
+
+    def check(self) -> None:
+        check_at_least_one(eval_inference_steps=self.eval_inference_steps, eval_batch_size=self.eval_batch_size)
+        if not math.isfinite(self.eval_temperature) or self.eval_temperature < 0:
+            raise ValueError(f"eval_temperature must be a finite number >= 0, got {self.eval_temperature}")
 
 
 class MaskedLatentTask(LatentTokenizerMixin, TrainingTask):
@@ -26,9 +43,10 @@ class MaskedLatentTask(LatentTokenizerMixin, TrainingTask):
         tokenizer: The frozen tokenizer, a ``VQModel`` or an ``AutoencoderKL``.
         scheduler: MaskGIT's schedule, for the training masks and the unmasking steps.
         train_latents: ``(N, C, g, g)`` latents of the training images (row ``i`` for ``batch["index"] == i``).
-        eval_inference_steps: Unmasking steps of the evaluation's samples.
-        eval_temperature: The evaluation's sampling temperature (the pipeline's ``temperature``).
+        options: The task's :class:`MaskedLatentOptions` (or the same as keywords: ``eval_inference_steps=...``).
     """
+
+    Options = MaskedLatentOptions
 
     def __init__(
         self,
@@ -36,26 +54,20 @@ class MaskedLatentTask(LatentTokenizerMixin, TrainingTask):
         tokenizer: VQModel | AutoencoderKL,
         scheduler: MaskGITScheduler,
         train_latents: torch.Tensor,
-        eval_inference_steps: int = 12,
-        eval_temperature: float = 1.0,
-        eval_batch_size: int = 400,
+        options: MaskedLatentOptions | None = None,
         use_full_conditioning: bool | None = None,
         tokenizer_report: dict[str, Any] | None = None,
+        **option_values: Any,
     ) -> None:
         expected = (transformer.config.latent_channels, transformer.config.grid_size, transformer.config.grid_size)
         if train_latents.ndim != 4 or tuple(train_latents.shape[1:]) != expected:
             raise ValueError(f"train_latents must be (N, {', '.join(map(str, expected))}), "
                              f"got {tuple(train_latents.shape)}")
-        if eval_inference_steps < 1 or not math.isfinite(eval_temperature) or eval_temperature < 0:
-            raise ValueError(f"eval_inference_steps must be at least 1 and eval_temperature a finite number >= 0, got "
-                             f"{eval_inference_steps} and {eval_temperature}")
+        self.options = options if options is not None else self.Options(**option_values)
         self.model = transformer
         self.tokenizer = tokenizer.eval().requires_grad_(False)
         self.scheduler = scheduler
         self.train_latents = transformer.normalize_latents(train_latents.float())
-        self.eval_inference_steps = eval_inference_steps
-        self.eval_temperature = eval_temperature
-        self.eval_batch_size = eval_batch_size
         self.use_full_conditioning = self.full_conditioning(transformer, use_full_conditioning)
         self.tokenizer_report = tokenizer_report
 

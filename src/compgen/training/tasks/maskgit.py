@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +25,10 @@ from ...models.jepa import (
 )
 from ...models.maskgit_transformer import MaskGITTransformer
 from ...models.vq_tokenizer import encode_to_indices
-from ...schedulers.scheduling_maskgit import MaskGITScheduler
-from ..ema import ExponentialMovingAverage, MomentumSchedule
-from .base import TrainingTask, sample_in_batches
+from ...pipelines.concept_inputs import check_temperature
+from ...schedulers.scheduling_maskgit import MASK_TYPES, MaskGITScheduler
+from ..ema import MOMENTUM_SCHEDULES, ExponentialMovingAverage, MomentumSchedule
+from .base import TaskOptions, TrainingTask, check_at_least_one, sample_in_batches
 
 JEPA_TARGET_DIR = "jepa_target"
 JEPA_PREDICTOR_INITS = ("zero", "default")
@@ -71,6 +73,51 @@ def masked_cross_entropy(logits: torch.Tensor, targets: torch.LongTensor, mask: 
     return (per_token * weights).sum() / weights.sum().clamp(min=1.0)
 
 
+@dataclass(frozen=True)
+class MaskGITOptions(TaskOptions):
+    """The MaskGIT task's own options: the JEPA term (Paper B), the training masks and how the evaluation samples."""
+
+    jepa_weight: float = 0.6
+    """Lambda, the JEPA term's weight (0: plain MaskGIT, no target encoder and no predictor)."""
+    jepa_layers: tuple[int, ...] | None = None
+    """The aligned layers (1-based); ``None``: Paper B's {7, 9, 11} of 12 at the model's depth."""
+    jepa_momentum: float = 0.996
+    jepa_momentum_end: float = 1.0
+    jepa_momentum_schedule: str = "linear"
+    """The target encoder's EMA momentum, from ``jepa_momentum`` to ``jepa_momentum_end`` over ``total_steps``."""
+    jepa_predictor_hidden_size: int | None = None
+    jepa_target_norm: bool = True
+    """Layer-normalised targets (``False``: raw hidden states)."""
+    jepa_predictor_init: str = "zero"
+    """The predictor's last layer at zero or at PyTorch's default initialisation (:data:`JEPA_PREDICTOR_INITS`)."""
+    cross_entropy_warmup_steps: int = 0
+    """The cross-entropy's weight ramps 0 -> 1 over these steps, so that the JEPA term leads (0: no ramp)."""
+    total_steps: int = 1
+    mask_type: str = "random"
+    """``"random"`` (MaskGIT), ``"block"`` or ``"visible_block"`` (Paper B's context) training masks."""
+    label_smoothing: float = 0.1
+    eval_inference_steps: int = 12
+    eval_temperature: float = 2.0
+    """The evaluation sampler's Gumbel temperature (annealed to 0)."""
+    eval_batch_size: int = 400
+
+    def check(self) -> None:
+        check_jepa_weight(self.jepa_weight)
+        if self.jepa_predictor_init not in JEPA_PREDICTOR_INITS:
+            raise ValueError(f"jepa_predictor_init must be one of {JEPA_PREDICTOR_INITS}, got "
+                             f"{self.jepa_predictor_init!r}")
+        if self.jepa_momentum_schedule not in MOMENTUM_SCHEDULES:
+            raise ValueError(f"jepa_momentum_schedule must be one of {MOMENTUM_SCHEDULES}, got "
+                             f"{self.jepa_momentum_schedule!r}")
+        if self.mask_type not in MASK_TYPES:
+            raise ValueError(f"mask_type must be one of {MASK_TYPES}, got {self.mask_type!r}")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+        check_cross_entropy_warmup(self.cross_entropy_warmup_steps, self.jepa_weight, self.total_steps)
+        check_at_least_one(eval_inference_steps=self.eval_inference_steps, eval_batch_size=self.eval_batch_size)
+        check_temperature(self.eval_temperature, "eval_temperature")
+
+
 class MaskGITTask(TrainingTask):
     """Cross-entropy on the masked tokens, plus ``jepa_weight`` times the JEPA loss (Paper B).
 
@@ -94,60 +141,39 @@ class MaskGITTask(TrainingTask):
             the rest masked) training masks, for both objectives; the JEPA loss is on the masked positions.
     """
 
+    Options = MaskGITOptions
+
     def __init__(
         self,
         transformer: MaskGITTransformer,
         vqvae: VQModel,
         scheduler: MaskGITScheduler,
         train_tokens: torch.LongTensor,
-        jepa_weight: float = 0.6,
-        jepa_layers: tuple[int, ...] | None = None,
-        jepa_momentum: float = 0.996,
-        jepa_momentum_end: float = 1.0,
-        jepa_momentum_schedule: str = "linear",
-        jepa_predictor_hidden_size: int | None = None,
-        jepa_target_norm: bool = True,
-        jepa_predictor_init: str = "zero",
-        cross_entropy_warmup_steps: int = 0,
-        total_steps: int = 1,
-        mask_type: str = "random",
-        label_smoothing: float = 0.1,
-        eval_inference_steps: int = 12,
-        eval_temperature: float = 2.0,
-        eval_batch_size: int = 400,
+        options: MaskGITOptions | None = None,
         use_full_conditioning: bool | None = None,
         tokenizer_report: dict[str, Any] | None = None,
+        **option_values: Any,
     ) -> None:
-        check_jepa_weight(jepa_weight)
+        """``options``, or the same as keywords (``jepa_weight=...``): the task's :class:`MaskGITOptions`."""
+        options = self.options = options if options is not None else self.Options(**option_values)
         if train_tokens.ndim != 2 or train_tokens.shape[1] != transformer.num_tokens:
             raise ValueError(f"train_tokens must be (N, {transformer.num_tokens}), got {tuple(train_tokens.shape)}")
         self.vqvae = vqvae.eval().requires_grad_(False)
         self.scheduler = scheduler
         self.train_tokens = train_tokens.long()
-        self.jepa_weight = float(jepa_weight)
-        if jepa_predictor_init not in JEPA_PREDICTOR_INITS:
-            raise ValueError(f"jepa_predictor_init must be one of {JEPA_PREDICTOR_INITS}, got {jepa_predictor_init!r}")
-        self.jepa_target_norm = bool(jepa_target_norm)
-        self.jepa_predictor_init = jepa_predictor_init
-        check_cross_entropy_warmup(cross_entropy_warmup_steps, self.jepa_weight, total_steps)
-        self.cross_entropy_warmup_steps = int(cross_entropy_warmup_steps)
-        self.mask_type = mask_type
-        self.label_smoothing = label_smoothing
-        self.eval_inference_steps = eval_inference_steps
-        self.eval_temperature = eval_temperature
         self.tokenizer_report = tokenizer_report
-        self.eval_batch_size = eval_batch_size
         self.use_full_conditioning = self.full_conditioning(transformer, use_full_conditioning)
         self.jepa_layers: tuple[int, ...] = ()
         self.target: ExponentialMovingAverage | None = None
         self.momentum_schedule: MomentumSchedule | None = None
         predictor = None
-        if self.jepa_weight > 0:
-            self.jepa_layers = tuple(jepa_layers or scale_jepa_layers(transformer.config.num_layers))
-            predictor = JEPAPredictor(transformer.config.hidden_size, self.jepa_layers, jepa_predictor_hidden_size,
-                                      zero_init=jepa_predictor_init == "zero")
-            self.momentum_schedule = MomentumSchedule(jepa_momentum, jepa_momentum_end, jepa_momentum_schedule,
-                                                      total_steps)
+        if options.jepa_weight > 0:
+            self.jepa_layers = tuple(options.jepa_layers or scale_jepa_layers(transformer.config.num_layers))
+            predictor = JEPAPredictor(transformer.config.hidden_size, self.jepa_layers,
+                                      options.jepa_predictor_hidden_size,
+                                      zero_init=options.jepa_predictor_init == "zero")
+            self.momentum_schedule = MomentumSchedule(options.jepa_momentum, options.jepa_momentum_end,
+                                                      options.jepa_momentum_schedule, options.total_steps)
             self.target = ExponentialMovingAverage(transformer, self.momentum_schedule)
         self.model = MaskGITWithPredictor(transformer, predictor)
 
@@ -237,13 +263,11 @@ class MaskGITTask(TrainingTask):
             save_file(predictor_state, str(target_dir / "predictor.safetensors"))
 
     def model_card_details(self) -> dict[str, Any]:
-        hyper: dict[str, Any] = {  # the transformer's own options follow from its config.json
+        # the task's options (MaskGITOptions) and the transformer's config.json are listed beside these
+        hyper: dict[str, Any] = {
             "objective": f"MaskGIT cross-entropy + {self.jepa_weight} x JEPA" if self.target else "MaskGIT (no JEPA)",
-            "jepa_weight (lambda)": self.jepa_weight,
             "conditioning": "as concept tokens",
             "masking_schedule": self.scheduler.config.masking_schedule,
-            "mask_type": self.mask_type,
-            "label_smoothing": self.label_smoothing,
             "eval_sampler": f"{self.eval_inference_steps} steps, Gumbel temperature {self.eval_temperature} -> 0",
         }
         if self.target is not None:
@@ -251,8 +275,6 @@ class MaskGITTask(TrainingTask):
             hyper |= {
                 "jepa_layers": list(self.jepa_layers),
                 "jepa_targets": "layer-normalized" if self.jepa_target_norm else "raw hidden states",
-                "jepa_predictor_init": self.jepa_predictor_init,
-                "cross_entropy_warmup_steps": self.cross_entropy_warmup_steps,
                 "jepa_ema_momentum": f"{schedule.start} -> {schedule.end} ({schedule.kind} over {schedule.total_steps} "
                                      "steps)",
                 "jepa_target_encoder": f"{JEPA_TARGET_DIR}/ (MaskGITTransformer.from_pretrained)",

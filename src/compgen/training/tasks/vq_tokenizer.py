@@ -4,6 +4,7 @@ MSE plus the VQ codebook and commitment losses, with dead-code restarts and trai
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,31 @@ import torch.nn.functional as F
 from diffusers import VQModel
 
 from ..batches import mix_seed
-from .base import TrainingTask
+from .base import TaskOptions, TrainingTask
+
+
+@dataclass(frozen=True)
+class VQOptions(TaskOptions):
+    """The VQ tokenizer task's own options: the commitment term, dead-code restarts and training crops."""
+
+    commitment_cost: float = 0.25
+    """Weight of the commitment term (beta)."""
+    restart_every: int = 25
+    """Steps between dead-code restarts; 0 disables them."""
+    restart_until: float = 0.8
+    """Last fraction of ``total_steps`` at which restarts happen (the codebook then settles)."""
+    total_steps: int = 1
+    seed: int = 0
+    """The run's seed, mixed into the restart draws."""
+    crop_size: int = 0
+    """Train on one random ``crop_size`` crop per image (a multiple of the downsampling); 0: whole images."""
+
+    def check(self) -> None:
+        if not 0 <= self.commitment_cost < float("inf"):
+            raise ValueError(f"commitment_cost must be a finite number >= 0, got {self.commitment_cost}")
+        if self.restart_every < 0 or not 0 <= self.restart_until <= 1 or self.crop_size < 0:
+            raise ValueError(f"restart_every and crop_size must be >= 0 and restart_until in [0, 1], got "
+                             f"{self.restart_every}, {self.crop_size} and {self.restart_until}")
 
 
 class VQTask(TrainingTask):
@@ -39,36 +64,21 @@ class VQTask(TrainingTask):
 
     Args:
         vqvae: The tokenizer to train.
-        commitment_cost: Weight of the commitment term (beta).
-        restart_every: Steps between dead-code restarts; 0 disables them.
-        restart_until: Last fraction of ``total_steps`` at which restarts happen (the codebook then settles).
-        total_steps: Training length, for ``restart_until``.
-        seed: Run seed, mixed into the restart draws.
-        crop_size: Train on one random ``crop_size`` crop per image (a multiple of the downsampling); 0: whole
-            images.
-        options: The training options to record beside the exported tokenizer (``tokenizer_options.json``), so
-            that a rerun reuses the tokenizer only when they match.
+        options: The task's :class:`VQOptions` (or the same as keywords: ``commitment_cost=...``).
+        tokenizer_options: The training options to record beside the exported tokenizer (``tokenizer_options.json``),
+            so that a rerun reuses the tokenizer only when they match.
     """
 
-    def __init__(
-        self,
-        vqvae: VQModel,
-        commitment_cost: float = 0.25,
-        restart_every: int = 25,
-        restart_until: float = 0.8,
-        total_steps: int = 1,
-        seed: int = 0,
-        crop_size: int = 0,
-        options: dict[str, Any] | None = None,
-    ) -> None:
+    Options = VQOptions
+
+    def __init__(self, vqvae: VQModel, options: VQOptions | None = None,
+                 tokenizer_options: dict[str, Any] | None = None, **option_values: Any) -> None:
+        self.options = options = options if options is not None else self.Options(**option_values)
         self.model = vqvae
         vqvae.quantize.legacy = False
-        vqvae.quantize.beta = commitment_cost
-        self.restart_every = restart_every
-        self.last_restart_step = int(restart_until * total_steps)
-        self.seed = seed
-        self.crop_size = crop_size
-        self.options = options
+        vqvae.quantize.beta = options.commitment_cost
+        self.last_restart_step = int(options.restart_until * options.total_steps)
+        self.tokenizer_options = tokenizer_options
         self._images: torch.Tensor | None = None
 
     def compute_loss(self, model, batch, generator, step):
@@ -92,8 +102,9 @@ class VQTask(TrainingTask):
 
     def save_pretrained(self, model, output_dir: Path) -> None:
         model.save_pretrained(output_dir, safe_serialization=True)
-        if self.options is not None:
-            (Path(output_dir) / "tokenizer_options.json").write_text(json.dumps(self.options, indent=2) + "\n")
+        if self.tokenizer_options is not None:
+            (Path(output_dir) / "tokenizer_options.json").write_text(json.dumps(self.tokenizer_options, indent=2)
+                                                                     + "\n")
 
     def schedules_over_length(self) -> list[str]:
         return ["the dead-code restarts (until a fraction of the training)"] if self.restart_every else []
@@ -104,7 +115,7 @@ class VQTask(TrainingTask):
             "pipeline_class": "VQModel",
             "tags": ["vqvae", "tokenizer"],
             "hyperparameters": {  # the VQModel's own options follow from its config.json
-                "tokenizer_data": (self.options or {}).get("tokenizer_data", "not recorded"),
+                "tokenizer_data": (self.tokenizer_options or {}).get("tokenizer_data", "not recorded"),
             },
         }
 
