@@ -32,7 +32,7 @@ DATA = {"film": "default (sizes apart, scale 1)", "sizes-touching": "sizes touch
         "sizes-touching-scale-1.3": "sizes touching, scale 1.3"}
 """Each model of studies/paper_a_sizes.yaml (without its ``-train2`` suffix) and the data it trains on."""
 BASELINES = {"H32-train1": ("candidates", "film__full__okawa-h32-train1__"),
-             "H32-train2": ("film-splits", "film-other-splits__full__okawa-h32-train2__")}
+             **{f"H32-train{n}": ("film-splits", f"film-other-splits__full__okawa-h32-train{n}__") for n in (2, 3, 4)}}
 """Per split: the folder of ``results/paper-a-seeds/`` and the runs in it that are the README's command on the default
 data (FiLM, quickstart, bf16, 800 steps)."""
 STEPS = 800
@@ -41,6 +41,9 @@ LENGTH_FOLDER, LENGTH_STEPS = "length", 7800
 """Where the Paper-A-length runs are (``studies/paper_a_length.yaml``, a results folder of their own), their length."""
 LENGTH_MODELS = {"length-default": "film", "length-touching": "sizes-touching"}
 """Each model of ``studies/paper_a_length.yaml`` and the 800-step model of the same data."""
+OTHER_SPLITS_FOLDER = "other-splits"
+"""Where the H32-train3 and -train4 runs at the touching data are (``studies/paper_a_sizes_other_splits.yaml``, a
+results folder of their own)."""
 
 
 def data_variants() -> dict[str, dict]:
@@ -66,8 +69,8 @@ def data_variants() -> dict[str, dict]:
 def arm_and_split(run: str) -> tuple[str, str, int]:
     """``(model without its split suffix, split, seed)`` of a study cell name ``model__full__dataset__seedN``."""
     model, _, dataset, seed = run.split("__")
-    split = "H32-train2" if "train2" in dataset else "H32-train1"
-    return model.removesuffix("-train2"), split, int(seed.removeprefix("seed"))
+    split = next((f"H32-train{n}" for n in (2, 3, 4) if f"train{n}" in dataset), "H32-train1")
+    return model.removesuffix(f"-{split.removeprefix('H32-')}"), split, int(seed.removeprefix("seed"))
 
 
 def failing_classes(record: dict) -> dict[str, dict]:
@@ -135,6 +138,17 @@ def collect(folder: Path) -> dict:
                                         "study": "studies/paper_a_length.yaml", "source": f"{folder.name}/length",
                                         "seeds": []})
             arm["seeds"].append(seed_row(seed, read_log(length / entry["log"]), entry.get("wall_clock_s")))
+    other = folder / OTHER_SPLITS_FOLDER
+    if (other / "summary.json").is_file():  # H32-train3 and -train4 at the touching data
+        runs = json.loads((other / "summary.json").read_text())["runs"]
+        for run, entry in sorted(runs.items(), key=lambda item: arm_and_split(item[0])[1:]):
+            if entry["last_step"] < STEPS:
+                continue
+            model, split, seed = arm_and_split(run)
+            arm = arms.setdefault(f"{model} on {split}", {
+                "data": DATA[model], "split": split, "study": "studies/paper_a_sizes_other_splits.yaml",
+                "source": f"{folder.name}/{OTHER_SPLITS_FOLDER}", "seeds": []})
+            arm["seeds"].append(seed_row(seed, read_log(other / entry["log"]), entry.get("wall_clock_s")))
     first, later = arms.get("sizes-touching on H32-train1"), arms.get("sizes-touching on H32-train1 (seeds 10-19)")
     if first and later:  # the chosen data on every seed run: the tighter estimate of its share
         arms["sizes-touching on H32-train1 (seeds 0-19)"] = first | {"seeds": first["seeds"] + later["seeds"],
