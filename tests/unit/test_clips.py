@@ -148,6 +148,7 @@ def test_the_shipped_clip_probes_are_the_current_recipe_s_and_read_real_clips(re
         probes.predict(real.frames[:, :4])
 
 
+@pytest.mark.slow  # seconds of sampling and scoring: in `make test`
 def test_clips_are_scored_per_class_and_level_by_both_scorers(real):
     from compgen.concepts import ConceptGraph
     from compgen.evaluation.clip_evaluation import evaluate_clips
@@ -168,6 +169,7 @@ def test_clips_are_scored_per_class_and_level_by_both_scorers(real):
         evaluate_clips(graph, real.frames[:3], ["000"], default_clip_probes())
 
 
+@pytest.mark.slow  # seconds of sampling and scoring: in `make test`
 def test_a_video_generator_is_judged_per_level_and_memorizing_is_caught():
     """The science check of the clips' evaluation: the renderer as a generator reads 1.0 at every level by both
     scorers; a generator that draws the nearest training class instead reads 1.0 at level 0 and 0.0 above it."""

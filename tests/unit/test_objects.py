@@ -55,7 +55,8 @@ def test_connected_components_match_a_flood_fill():
 
 
 @pytest.mark.parametrize("space", [get_split_preset("H32-train1").graph().space,
-                                   shapes_space(num_shapes=3, num_colors=3, background=True)],
+                                   pytest.param(shapes_space(num_shapes=3, num_colors=3, background=True),
+                                                marks=pytest.mark.slow)],  # the larger space: in `make test`
                          ids=["H32", "3x3x2x2"])
 def test_every_real_render_shows_one_object_even_darkened_and_noisy(space):
     classes = np.repeat(np.array(space.all_classes()), 40, axis=0)

@@ -25,7 +25,8 @@ def _batch(space) -> np.ndarray:
     return np.concatenate([clean, noisy, specks, blank])
 
 
-@pytest.mark.parametrize("isolate", [pytest.param(False, marks=pytest.mark.slow), True])
+@pytest.mark.slow  # about 7 s of the fast tier: both variants run in `make test`
+@pytest.mark.parametrize("isolate", [False, True])
 def test_one_score_call_checks_objects_once_and_matches_the_separate_passes(isolate, monkeypatch):
     space = shapes_space()
     torch.manual_seed(0)
