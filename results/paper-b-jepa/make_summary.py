@@ -41,7 +41,8 @@ SETUP = {  # the study's cells (studies/paper_b_jepa.yaml, the cpu-long preset o
 }
 WINDOWS = [(1, 1000), (1001, 3000), (3001, 10000), (10001, 20000), (20001, 80000)]
 NEAR_ZERO = 0.05
-FOLDERS = ("cpu", "choices", "choices-visible-block", "choices-jepa-lead")  # paper_b_jepa.yaml, then paper_b_jepa_choices.yaml (two parts)
+FOLDERS = ("cpu", "choices", "choices-visible-block", "choices-jepa-lead")
+"""``paper_b_jepa.yaml``, then ``paper_b_jepa_choices.yaml`` (three parts)."""
 
 
 def arm_of(cell: str) -> str:
