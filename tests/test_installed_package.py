@@ -19,7 +19,7 @@ def test_the_recipes_run_from_an_installed_package_without_the_checkout(tmp_path
         copy = shutil.copytree if (REPO / name).is_dir() else shutil.copy
         copy(REPO / name, source / name if (REPO / name).is_dir() else source)
     site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
                     "--target", str(site), str(source)], check=True, capture_output=True)
     environment = os.environ | {"PYTHONPATH": str(site)}
 
