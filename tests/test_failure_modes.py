@@ -261,8 +261,8 @@ def test_bad_options_stop_the_unet_script_before_any_work(argv, message, tmp_pat
 
 @pytest.mark.parametrize("argv, message", [
     (["--jepa_layers", "9"], "--jepa_layers '9': layers must lie in 1..2"),
-    (["--jepa_weight", "-0.5"], "--jepa_weight must be a finite number >= 0"),
-    (["--jepa_weight", "nan"], "--jepa_weight must be a finite number >= 0"),
+    (["--jepa_weight", "-0.5"], "jepa_weight must be a finite number >= 0"),
+    (["--jepa_weight", "nan"], "jepa_weight must be a finite number >= 0"),
     (["--eval_temperature", "nan"], "eval_temperature must be a finite number >= 0"),
     (["--eval_temperature", "inf"], "eval_temperature must be a finite number >= 0"),
 ])

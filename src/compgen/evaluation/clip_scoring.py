@@ -24,7 +24,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..clips import CLIP_SPACE
 from .objects import check_objects
 
 CLIP_FAILURES = ("object", "still", "jump", "flicker")
@@ -128,5 +127,3 @@ def score_clips_by_pixels(frames: np.ndarray | torch.Tensor) -> tuple[np.ndarray
     check = check_clips(frames)
     return read_clips(check), check
 
-
-assert CLIP_SPACE.names == ("shape", "time_of_day", "turn")  # the readings' column order

@@ -42,7 +42,6 @@ from compgen.training.tasks.maskgit import (
     JEPA_PREDICTOR_INITS,
     MaskGITOptions,
     MaskGITTask,
-    check_jepa_weight,
     precompute_tokens,
 )
 
@@ -118,7 +117,6 @@ def check_arguments(args: argparse.Namespace, initial: InitialWeights | None) ->
     """Every option this script adds, checked before any work (a bad --jepa_layers must not cost a tokenizer)."""
     check_tokenizer_first_arguments(args, initial)
     check_transformer_arguments(args, MaskGITTransformer)
-    check_jepa_weight(args.jepa_weight, "--jepa_weight")  # before --jepa_layers, which only a JEPA arm has
     task_options(args)
 
 
