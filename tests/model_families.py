@@ -41,17 +41,20 @@ from compgen.models.masked_latent_transformer import MaskedLatentTransformer
 from compgen.models.vq_tokenizer import build_vq_tokenizer
 from compgen.pipelines.concept_inputs import ConceptInputs, prepare_concept_inputs
 from compgen.pipelines.flow_dit import flow_matching_scheduler
+from compgen.pipelines.flow_dit_video import FlowDiTVideoPipeline
+from compgen.pipelines.maskgit_video import MaskGITVideoPipeline
 from compgen.pipelines.tuple_ddpm import TupleConditionedDDPMPipeline
 from compgen.shapes import shapes_continuous_concepts
 from compgen.training.tasks.base import TrainingTask
 from compgen.training.tasks.ddpm import DDPMTask
 from compgen.training.tasks.dit import DiTTask
-from compgen.training.tasks.flow_matching import FlowMatchingDiTTask
+from compgen.training.tasks.flow_matching import FlowDiTVideoTask, FlowMatchingDiTTask
 from compgen.training.tasks.givt import GIVTTask
 from compgen.training.tasks.kl_tokenizer import KLTask
 from compgen.training.tasks.latent_tokenizer import precompute_latents
 from compgen.training.tasks.mar import MARTask
 from compgen.training.tasks.maskgit import MaskGITTask, precompute_tokens
+from compgen.training.tasks.maskgit_video import MaskGITVideoTask
 from compgen.training.tasks.vq_tokenizer import VQTask
 
 SPACE = shapes_space(num_colors=3)
@@ -59,6 +62,7 @@ PROMPTS = ["021", "110"]
 TIMESTEP = 7
 CODEBOOK_SIZE = 16
 GRID = 7  # the tokenizer's grid for 28 px images
+FRAMES = 2  # the video rows' clips: two frames of the same tokenizer's grid
 LATENT_MEAN, LATENT_STD = [0.1, 0.0, -0.1, 0.2], [1.0, 0.5, 2.0, 1.0]
 
 CONTRACTS = {
@@ -317,6 +321,63 @@ def mar_task(model: MARTransformer, images: torch.Tensor) -> MARTask:
     return MARTask(model, vqvae, MaskGITScheduler(mask_token_id=0), ddpm, precompute_latents(vqvae, images))
 
 
+# --- the video families: the same models over the tokens of every frame -----------------------------------------
+
+
+def clips_of(images: torch.Tensor) -> torch.Tensor:
+    """uint8 clips ``(N, FRAMES, 28, 28, 3)`` for the video tasks from the table's uint8 images: each image, then the
+    same image mirrored (the batches' row ``index`` still picks a clip)."""
+    return torch.stack([images, images.flip(2)], dim=1)
+
+
+def maskgit_video() -> MaskGITTransformer:
+    torch.manual_seed(0)
+    return MaskGITTransformer(SPACE.to_dict(), codebook_size=CODEBOOK_SIZE, grid_size=GRID, hidden_size=16,
+                              num_layers=2, num_heads=2, concept_dropout=0.1, num_frames=FRAMES).eval()
+
+
+def maskgit_video_pipeline(model: MaskGITTransformer) -> DiffusionPipeline:
+    return MaskGITVideoPipeline(vqvae=tokenizer(), transformer=model, scheduler=MaskGITScheduler(CODEBOOK_SIZE))
+
+
+def maskgit_video_forward(model: MaskGITTransformer, inputs: ConceptInputs) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(1)
+    tokens = torch.randint(0, CODEBOOK_SIZE + 1, (inputs.batch_size, FRAMES, GRID, GRID), generator=generator)
+    return model(doubled(tokens.to(inputs.concepts.device), inputs), **inputs.model_kwargs).logits
+
+
+def maskgit_video_task(model: MaskGITTransformer, images: torch.Tensor) -> MaskGITVideoTask:
+    """MaskGIT + JEPA over the clips' space-time tokens, block masks spanning time."""
+    vqvae = tokenizer()
+    return MaskGITVideoTask(model, vqvae, MaskGITScheduler(mask_token_id=model.mask_token_id),
+                            precompute_tokens(vqvae, clips_of(images)), jepa_layers=(1, 2), total_steps=4,
+                            mask_type="block")
+
+
+def flow_dit_video() -> TupleConditionedDiT:
+    torch.manual_seed(0)
+    options = latent_options() | dict(conditioning="quantized", continuous_concepts=None, num_frames=FRAMES)
+    model = TupleConditionedDiT(**options).eval()
+    with torch.no_grad():  # the output layer starts at zero (DiT), blind to its inputs: give it weights
+        model.output_projection.weight.normal_(std=0.1)
+    return model
+
+
+def flow_dit_video_pipeline(model: TupleConditionedDiT) -> DiffusionPipeline:
+    return FlowDiTVideoPipeline(vqvae=tokenizer(), transformer=model, scheduler=flow_matching_scheduler(50))
+
+
+def flow_dit_video_forward(model: TupleConditionedDiT, inputs: ConceptInputs) -> torch.Tensor:
+    latents = doubled(fixed((inputs.batch_size, 4, FRAMES, GRID, GRID), inputs.concepts.device), inputs)
+    return model(latents, TIMESTEP, **inputs.model_kwargs).sample
+
+
+def flow_dit_video_task(model: TupleConditionedDiT, images: torch.Tensor) -> FlowDiTVideoTask:
+    frozen = tokenizer()
+    return FlowDiTVideoTask(model, frozen, flow_matching_scheduler(50), precompute_latents(frozen, clips_of(images)),
+                            eval_inference_steps=3)
+
+
 # --- the table --------------------------------------------------------------------------------------------------
 
 TaskBuilder = Callable[[torch.nn.Module, torch.Tensor], TrainingTask]
@@ -375,6 +436,10 @@ TABLE = [
     Family("flow-dit", TupleConditionedDiT, dit, dit_forward, {"": flow_dit_task(tokenizer)}, flow_dit_pipeline),
     Family("flow-dit-kl", TupleConditionedDiT, dit, dit_forward, {"": flow_dit_task(kl_tokenizer)},
            flow_dit_kl_pipeline),
+    Family("maskgit-video", MaskGITTransformer, maskgit_video, maskgit_video_forward, {"": maskgit_video_task},
+           maskgit_video_pipeline),
+    Family("flow-dit-video", TupleConditionedDiT, flow_dit_video, flow_dit_video_forward, {"": flow_dit_video_task},
+           flow_dit_video_pipeline),
     Family("givt", GIVTTransformer, givt, givt_forward, {"": givt_task}, givt_pipeline),
     Family("mar", MARTransformer, mar, mar_forward, {"": mar_task}, mar_pipeline),
     Family("vq-tokenizer", VQModel, tokenizer, tokenizer_forward, {"": vq_task}, inputs=image_inputs,
@@ -385,7 +450,8 @@ TABLE = [
            excluded={**dict.fromkeys(PIPELINE_CONTRACTS, NO_PIPELINE), "token-blocks": NO_BLOCKS}),
 ]
 """Every family, one row each (the DiT has a row per tokenizer kind: its pipeline saves and reloads either; and a row
-per objective, DDPM and flow matching: one model class, two pipelines and tasks)."""
+per objective, DDPM and flow matching: one model class, two pipelines and tasks; the video rows sample clips of
+``FRAMES`` frames)."""
 
 FAMILIES = [pytest.param(family, id=family.id) for family in TABLE]
 TASK_CASES = [case for family in TABLE for case in family.task_cases()]

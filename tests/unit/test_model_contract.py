@@ -58,7 +58,7 @@ def sample(pipe: DiffusionPipeline, prompts=PROMPTS, **kwargs) -> np.ndarray:
     """Two-step samples of ``prompts`` from a fixed generator."""
     pipe.set_progress_bar_config(disable=True)
     return pipe(prompts, num_inference_steps=2, generator=torch.Generator().manual_seed(0), output_type="np",
-                **kwargs).images
+                return_dict=False, **kwargs)[0]  # images, or a video pipeline's frames
 
 
 def last_latents(pipe: DiffusionPipeline, **kwargs) -> torch.Tensor:

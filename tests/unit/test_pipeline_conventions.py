@@ -31,7 +31,7 @@ def generators(*seeds: int) -> list[torch.Generator]:
 
 def images(pipe, prompts, **kwargs) -> np.ndarray:
     pipe.set_progress_bar_config(disable=True)
-    return pipe(prompts, num_inference_steps=STEPS, output_type="np", **kwargs).images
+    return pipe(prompts, num_inference_steps=STEPS, output_type="np", return_dict=False, **kwargs)[0]  # or frames
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -53,12 +53,12 @@ def starting_latents(pipe, batch_size: int, seed: int) -> tuple[torch.Tensor, to
     model = pipeline_model(pipe)
     generator = torch.Generator().manual_seed(seed)
     if isinstance(pipe, MaskGITPipeline):
-        return torch.full((batch_size, GRID, GRID), model.mask_token_id), generator
+        return torch.full((batch_size, *model.token_grid_shape), model.mask_token_id), generator
     if isinstance(pipe, GIVTPipeline | MARPipeline):
         return torch.full((batch_size, model.config.latent_channels, GRID, GRID), float("nan")), generator
     config = model.config
     shape = ((batch_size, config.in_channels, config.sample_size, config.sample_size) if hasattr(config, "in_channels")
-             else (batch_size, config.latent_channels, GRID, GRID))
+             else (batch_size, *model.latent_shape))
     return randn_tensor(shape, generator=generator, dtype=torch.float32), generator
 
 
@@ -281,7 +281,7 @@ def test_output_type_latent_returns_what_the_last_callback_left(family: Family):
 
     output = pipe(["021", "110"], num_inference_steps=STEPS, generator=torch.Generator().manual_seed(0),
                   output_type="latent", callback_on_step_end=zero_last,
-                  callback_on_step_end_tensor_inputs=pipe._callback_tensor_inputs).images
+                  callback_on_step_end_tensor_inputs=pipe._callback_tensor_inputs, return_dict=False)[0]
     assert isinstance(output, torch.Tensor) and output.shape[0] == 2
     assert output.abs().sum() == 0
     assert output.reshape(-1).shape == kept["latents"].reshape(-1).shape

@@ -51,7 +51,8 @@ def continuous_columns(features, space: ConceptSpace) -> dict[str, str]:
 
 @dataclass
 class ConceptImageData:
-    """A split held as tensors: ``images`` uint8 (N, H, W, 3), ``concepts`` int64 (N, V), optional values."""
+    """A split held as tensors: ``images`` uint8 (N, H, W, 3) (clips: (N, T, H, W, 3), a clips dataset's ``frames``),
+    ``concepts`` int64 (N, V), optional values."""
 
     space: ConceptSpace
     images: torch.Tensor
@@ -72,7 +73,21 @@ class ConceptImageData:
 
     @property
     def image_size(self) -> int:
-        return int(self.images.shape[1])
+        return int(self.images.shape[-2])
+
+    @property
+    def num_frames(self) -> int:
+        """Frames per sample: 1 for images, ``T`` for clips."""
+        return int(self.images.shape[1]) if self.images.ndim == 5 else 1
+
+    def frames_as_images(self) -> ConceptImageData:
+        """Every frame as an image of its clip's class (a frame tokenizer's training images); images unchanged."""
+        if self.num_frames == 1 and self.images.ndim == 4:
+            return self
+        repeat = self.num_frames
+        values = None if self.concept_values is None else self.concept_values.repeat_interleave(repeat, 0)
+        return ConceptImageData(self.space, self.images.flatten(0, 1), self.concepts.repeat_interleave(repeat, 0),
+                                values, self.object_scale)
 
     def class_strings(self) -> list[str]:
         return sorted({"".join(map(str, row)) for row in self.concepts.tolist()})
@@ -107,7 +122,11 @@ def load_concept_dataset(source: str, config_name: str | None = None, cache_dir:
         return load_celeba_concepts(config_name=config_name or "default", cache_dir=cache_dir, **overrides)
     if Path(source).is_dir():
         return load_dataset(str(source), config_name, cache_dir=cache_dir)
+    from .clips_builder import ConceptGraphClips, build_clips_dataset
     from .concept_graph_builder import ConceptGraphShapes, build_concept_graph_dataset
+
+    if source in ConceptGraphClips.builder_configs:
+        return build_clips_dataset(source, cache_dir=cache_dir, **overrides)
 
     if source in ConceptGraphShapes.builder_configs or overrides:
         return build_concept_graph_dataset(source, cache_dir=cache_dir, **overrides)
@@ -115,7 +134,8 @@ def load_concept_dataset(source: str, config_name: str | None = None, cache_dir:
         return load_dataset(source, config_name, cache_dir=cache_dir)
     raise ValueError(
         f"unknown dataset source {source!r}: not {CELEBA_SOURCE!r}, not a directory, not a concept-graph config "
-        f"({sorted(ConceptGraphShapes.builder_configs)}) and not a Hub id (org/name)"
+        f"({sorted(ConceptGraphShapes.builder_configs)}), not a clips config "
+        f"({sorted(ConceptGraphClips.builder_configs)}) and not a Hub id (org/name)"
     )
 
 
@@ -127,7 +147,8 @@ def to_tensors(dataset) -> ConceptImageData:
     if len(dataset) == 0:
         raise ValueError("the dataset split is empty")
     formatted = dataset.with_format("numpy")
-    images = np.stack([np.asarray(img) for img in formatted["image"]])
+    column = "frames" if "frames" in dataset.features else "image"  # a clips dataset's frames: (N, T, H, W, 3)
+    images = np.stack([np.asarray(img) for img in formatted[column]])
     if images.ndim == 3:
         images = np.repeat(images[..., None], 3, axis=-1)
     images = images[..., :3]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,7 +23,9 @@ from ..clips import CLIP_SPACE, render_clips
 from ..concepts import ConceptGraph, concept_distance
 from .clip_probes import ClipProbes, default_clip_probes
 from .clip_scoring import CLIP_FAILURES, check_clips, read_clips
-from .metrics import level_means, multiplicative_accuracy
+from .metrics import additive_accuracy, level_means, multiplicative_accuracy, per_image_correctness
+from .scoring import probes_fingerprint
+from .tracker import LearningDynamicsTracker, scorer_disagreements
 
 
 def evaluate_clips(graph: ConceptGraph, clips: np.ndarray, concepts: Sequence[str], probes: ClipProbes
@@ -39,12 +42,17 @@ def evaluate_clips(graph: ConceptGraph, clips: np.ndarray, concepts: Sequence[st
     by_probes[~check.valid] = -1
     names = [CLIP_SPACE.format(target) for target in targets]
     record: dict[str, Any] = {"num_clips_per_class": {}, "accuracy": {}, "pixel_accuracy": {}, "typical": {},
-                              "concept_accuracy": {}, "failures": {}}
+                              "concept_accuracy": {}, "failures": {}, "additive_accuracy": {},
+                              "scorer_agreement": {}}
     for name in sorted(set(names)):
         rows = np.array([label == name for label in names])
         record["num_clips_per_class"][name] = int(rows.sum())
         record["accuracy"][name] = multiplicative_accuracy(by_probes[rows], targets[rows])
         record["pixel_accuracy"][name] = multiplicative_accuracy(by_pixels[rows], targets[rows])
+        record["additive_accuracy"][name] = additive_accuracy(by_probes[rows], targets[rows])
+        record["scorer_agreement"][name] = float((per_image_correctness(by_probes[rows], targets[rows]).all(1)
+                                                  == per_image_correctness(by_pixels[rows], targets[rows]).all(1))
+                                                 .mean())
         record["typical"][name] = float(check.valid[rows].mean())
         record["concept_accuracy"][name] = {
             variable: {"probes": float((by_probes[rows, j] == targets[rows, j]).mean()),
@@ -70,6 +78,65 @@ def evaluate_clip_generator(graph: ConceptGraph, generate: ClipSampler, clips_pe
         raise ValueError(f"clips_per_class must be at least 1, got {clips_per_class}")
     concepts = [graph.format(node) for node in graph.nodes for _ in range(clips_per_class)]
     return evaluate_clips(graph, generate(concepts, seed), concepts, probes or default_clip_probes())
+
+
+class ClipTracker(LearningDynamicsTracker):
+    """The learning dynamics of a video generator: every class of ``graph`` sampled with the same seed at every
+    evaluation, scored by both clip scorers (:func:`evaluate_clips`), one record per evaluation in the training loop's
+    log, with the image tracker's fields (per class and per level by both scorers, ``object_rate``: the share of
+    typical clips), so cards, studies and the headline check read it as they read an image run's.
+
+    Args:
+        graph: the clips' concept graph.
+        probes: the clip probes (:func:`~compgen.evaluation.clip_probes.default_clip_probes`).
+        num_images_per_class: clips sampled per class.
+        log_path, seed, sample_dir, samples_per_class: as :class:`LearningDynamicsTracker` (the kept samples are
+            clips ``(n, T, H, W, 3)``).
+    """
+
+    def __init__(self, graph: ConceptGraph, probes: ClipProbes, num_images_per_class: int = 50,
+                 log_path: str | None = None, seed: int = 0, sample_dir: str | None = None,
+                 samples_per_class: int = 4) -> None:
+        if graph.space.to_dict() != CLIP_SPACE.to_dict():
+            raise ValueError(f"clip probes read the clip space {CLIP_SPACE.to_dict()}, the graph has "
+                             f"{graph.space.to_dict()}")
+        self._start_log(graph, probes, num_images_per_class, log_path, seed, sample_dir, samples_per_class)
+        self.version = {"clip_probes": probes_fingerprint(probes), "clip_scoring": "typicality, pixels and motion"}
+        """What judged the clips (in every record)."""
+
+    def evaluate(self, generate: ClipSampler, step: int, images_seen: int | None = None, accelerator: Any = None,
+                 sampling: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Sample, score and log one evaluation of ``generate`` (uint8 clips ``(N, T, H, W, 3)``); returns the
+        record."""
+        eval_start = time.perf_counter()
+        requested = [name for name in self.class_names for _ in range(self.num_images_per_class)]
+        clips = np.asarray(generate(requested, self.seed))
+        if clips.dtype != np.uint8 or clips.ndim != 5 or clips.shape[0] != len(requested) or clips.shape[-1] != 3:
+            raise ValueError(f"generate must return uint8 clips of shape ({len(requested)}, T, H, W, 3), got "
+                             f"{clips.dtype} {clips.shape}")
+        generate_seconds = time.perf_counter() - eval_start
+        scored = evaluate_clips(self.graph, clips, requested, self.probes)
+        by_concept = scored.pop("concept_accuracy")
+        record = {
+            "step": int(step),
+            "images_seen": None if images_seen is None else int(images_seen),
+            "wall_clock_s": round(time.perf_counter() - self._start, 3),
+            "eval_s": round(time.perf_counter() - eval_start, 3),
+            "generate_s": round(generate_seconds, 3),
+            "num_images_per_class": self.num_images_per_class,
+            "num_frames": int(clips.shape[1]),
+            "chance": self.chance["multiplicative"],
+            "chance_additive": self.chance["additive"],
+            "concept_space": self.graph.space.to_dict(),
+            "training_classes": [self.graph.format(c) for c in self.graph.training_classes],
+            **scored,
+            "object_rate": scored["typical"],
+            "concept_accuracy": {name: {v: a["probes"] for v, a in row.items()} for name, row in by_concept.items()},
+            "pixel_concept_accuracy": {name: {v: a["pixels"] for v, a in row.items()}
+                                       for name, row in by_concept.items()},
+        }
+        record["scorer_disagreements"] = scorer_disagreements(record)
+        return self._log(record, clips, step, accelerator, sampling, self.version)
 
 
 def renderer_clip_generator() -> ClipSampler:

@@ -86,11 +86,19 @@ class LearningDynamicsTracker:
             raise ValueError(
                 f"probes were built for concept space {probes.space.to_dict()}, the graph has {graph.space.to_dict()}"
             )
+        self._start_log(graph, probes, num_images_per_class, log_path, seed, sample_dir, samples_per_class)
+        self.scorer = ImageScorer(probes, require_object, pixel_scorer, batch_size)
+        self._reference_strengths: dict[str, np.ndarray] = {}
+
+    def _start_log(self, graph: ConceptGraph, probes: Any, num_images_per_class: int,
+                   log_path: str | os.PathLike | None, seed: int, sample_dir: str | os.PathLike | None,
+                   samples_per_class: int) -> None:
+        """What every tracker holds, images' or clips' (:class:`~compgen.evaluation.clip_evaluation.ClipTracker`):
+        the graph, the log and the records."""
         if num_images_per_class < 1:
             raise ValueError(f"num_images_per_class must be at least 1, got {num_images_per_class}")
         self.graph = graph
         self.probes = probes
-        self.scorer = ImageScorer(probes, require_object, pixel_scorer, batch_size)
         self.num_images_per_class = num_images_per_class
         self.log_path = Path(log_path) if log_path is not None else None
         self.seed = seed
@@ -102,7 +110,6 @@ class LearningDynamicsTracker:
         self.records: list[dict[str, Any]] = []
         self.record_fields: dict[str, Any] = {}
         """Fields added to every record (a fine-tuning run's phase: :mod:`compgen.training.fine_tuning`)."""
-        self._reference_strengths: dict[str, np.ndarray] = {}
         self.commit = source_commit()
         self._start = time.perf_counter()
 
@@ -196,9 +203,15 @@ class LearningDynamicsTracker:
                         f"{c} ({accuracy[c]:.2f} vs {pixel_accuracy[c]:.2f})" for c in record["scorer_disagreements"]
                     ),
                 )
+        return self._log(record, images, step, accelerator, sampling, self.scorer.version)
+
+    def _log(self, record: dict[str, Any], samples: np.ndarray, step: int, accelerator: Any,
+             sampling: dict[str, Any] | None, scorer_version: Any) -> dict[str, Any]:
+        """Complete ``record`` (sampling, scorer version, commit), keep it, and write it (the JSONL log, the first
+        samples of every class, the Accelerate trackers) on the main process; returns it."""
         if sampling:
             record["sampling"] = dict(sampling)
-        record["scorer_version"] = self.scorer.version
+        record["scorer_version"] = scorer_version
         record["commit"] = self.commit
         record.update(self.record_fields)
         self.records.append(record)
@@ -210,7 +223,7 @@ class LearningDynamicsTracker:
                 f.flush()
                 os.fsync(f.fileno())
         if is_main and self.sample_dir is not None and self.samples_per_class > 0:
-            self._save_samples(images, step)
+            self._save_samples(samples, step)
         if accelerator is not None:
             accelerator.log(flat_scalars(record), step=int(step))
         return record

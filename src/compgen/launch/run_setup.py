@@ -109,8 +109,8 @@ class TrainingRun:
     @property
     def continuous_concepts(self) -> dict[str, list[list[float]]]:
         """Canonical per-class values of the continuous variables ("full" conditioning) for this dataset."""
-        if self.train_data.concept_values is None:
-            return {}
+        if self.train_data.concept_values is None or self.train_data.num_frames > 1:
+            return {}  # clips: no per-clip value of every continuous variable (their recipes refuse full)
         from ..shapes import shapes_continuous_concepts
 
         return shapes_continuous_concepts(self.train_data.space)
@@ -254,17 +254,18 @@ def prepare_run(
     validate: Callable[[argparse.Namespace, InitialWeights | None], None] | None = None,
     model_class: type | None = None,
     cpu_fp32_presets: dict[str, dict[str, Any]] | None = None,
+    default_dataset: str = "okawa-h32-train1",
 ) -> tuple[argparse.Namespace, TrainingConfig, TrainingRun]:
     """Add the shared flags, apply the preset and dataset defaults, parse, check every option (the shared ones and the
     script's own through ``validate``, which raises ``ValueError``), then load the data and the probes.
     ``model_class`` (the class the script trains) lets ``--init_from`` refuse another architecture before any work.
     ``--init_from`` is resolved here, once: ``validate`` gets the result with the options, and the run keeps it
     (:attr:`TrainingRun.initial`). ``cpu_fp32_presets`` holds, per preset, the defaults of a run in fp32 on a CPU
-    (:func:`apply_cpu_fp32_defaults`).
+    (:func:`apply_cpu_fp32_defaults`); ``default_dataset`` is ``--dataset``'s default (a video recipe's: clips).
 
     An invalid option stops the script with an argparse message (exit status 2) before any work is done."""
     parser.add_argument("--preset", choices=sorted(presets), default=None, help="named option set (flags override it)")
-    parser.add_argument("--dataset", default="okawa-h32-train1",
+    parser.add_argument("--dataset", default=default_dataset,
                         help=f"concept-graph config name, {CELEBA_SOURCE!r}, local exported directory or Hub id")
     parser.add_argument("--dataset_config", default=None,
                         help="config of a directory / Hub dataset (for celeba: of the --celeba_parquet dataset)")
@@ -410,6 +411,12 @@ def load_probes(
     """
     from ..evaluation.probes import ConceptProbes, default_shapes_probes
 
+    if train_data.num_frames > 1:  # clips: the clip probes (per-frame appearance, the path's turn)
+        from ..clips import ClipConfig
+        from ..evaluation.clip_probes import ClipProbes, default_clip_probes
+
+        config = ClipConfig(num_frames=train_data.num_frames, image_size=train_data.image_size)
+        return ClipProbes.from_pretrained(path) if path else default_clip_probes(config=config)
     if path:
         return ConceptProbes.from_pretrained(path)
     if probe_splits is not None:

@@ -105,9 +105,10 @@ def resolve_crop_size(args: argparse.Namespace) -> None:
 
 
 def tokenizer_training_data(args: argparse.Namespace, run: TrainingRun) -> ConceptImageData:
-    """The images ``--tokenizer_data`` names (the check that the dataset has them ran before any work)."""
+    """The images ``--tokenizer_data`` names (the check that the dataset has them ran before any work); of clips, their
+    frames (a frame tokenizer)."""
     if args.tokenizer_data == "training-classes":
-        return run.train_data
+        return run.train_data.frames_as_images()
     with run.profile.phase("tokenizer: its data (decode the tokenizer split)"):
         data = split_tensors(run.splits, TOKENIZER_SPLIT)
     logger.info("tokenizer data all-classes: %d images of classes %s (labels unused)", len(data), data.class_strings())
@@ -225,8 +226,8 @@ def report_for_run(vqvae: VQModel, run: TrainingRun, output_dir: str | Path, tok
     ``None`` without probes or a test split."""
     from ..evaluation.tokenizer_report import reconstruction_report, reconstruction_summary
 
-    if run.probes is None or run.eval_data is None:
-        return None
+    if run.probes is None or run.eval_data is None or run.eval_data.num_frames > 1:
+        return None  # (a frame tokenizer's clips are judged by the clip scorers through the generator)
     with run.profile.phase("tokenizer: reconstruction report"):
         report = reconstruction_report(vqvae, run.graph, run.probes, run.eval_data.images, run.eval_data.concepts,
                                        output_path=Path(output_dir) / RECONSTRUCTION_REPORT_NAME,

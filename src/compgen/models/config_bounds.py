@@ -16,7 +16,7 @@ CONFIG_BOUNDS: dict[str, float] = {
     "sample_size": 1024, "block_out_channels": 4096, "layers_per_block": 16, "hidden_size": 8192, "num_layers": 128,
     "num_heads": 128, "mlp_ratio": 16, "grid_size": 256, "latent_channels": 1024, "codebook_size": 1_048_576,
     "num_vq_embeddings": 1_048_576, "vq_embed_dim": 1024, "num_mixtures": 1024, "head_width": 8192, "head_depth": 64,
-    "num_train_timesteps": 100_000,
+    "num_train_timesteps": 100_000, "num_frames": 1024,
 }
 """Field -> the largest value (each entry of a list) a config may hold."""
 

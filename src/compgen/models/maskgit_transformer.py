@@ -1,4 +1,5 @@
-"""A bidirectional MaskGIT transformer over a VQ token grid, conditioned on a concept tuple.
+"""A bidirectional MaskGIT transformer over a VQ token grid (or a clip's grids, one per frame), conditioned on a
+concept tuple.
 
 Conditioning design: **concept tokens**. Each concept variable is embedded by its own table (or, in ``full`` mode,
 by an MLP on its continuous value, :class:`ConceptEmbedding`) and the V embeddings are prepended to the image
@@ -26,8 +27,9 @@ from .transformer_block import LegacyBlockWeightsMixin, TokenAttentionMixin, tra
 
 @dataclass
 class MaskGITTransformerOutput(BaseOutput):
-    """``logits`` ``(B, L, codebook_size)`` over the image tokens; ``hidden_states`` (when asked): a tuple of
-    ``num_layers + 1`` tensors ``(B, L, hidden_size)`` over the image tokens: the embeddings, then each block."""
+    """``logits`` ``(B, L, codebook_size)`` over the image tokens (a clip's: every frame's, in order);
+    ``hidden_states`` (when asked): a tuple of ``num_layers + 1`` tensors ``(B, L, hidden_size)`` over the image
+    tokens: the embeddings, then each block."""
 
     logits: torch.Tensor
     hidden_states: tuple[torch.Tensor, ...] | None = None
@@ -50,6 +52,9 @@ class MaskGITTransformer(LegacyBlockWeightsMixin, ConceptConditionedMixin, Token
         continuous_concepts: Canonical value table per continuous variable (``full`` mode).
         concept_dropout: Training probability of replacing a concept by its learned null token; > 0 enables
             classifier-free guidance.
+        num_frames: Frames of a clip (1: images). A clip's tokens are its frames' grids, frame after frame, each
+            frame tokenized alone by the image tokenizer (a frame tokenizer); the position embedding is learned over
+            every space-time position, so attention spans space and time alike.
     """
 
     _supports_gradient_checkpointing = True
@@ -68,6 +73,7 @@ class MaskGITTransformer(LegacyBlockWeightsMixin, ConceptConditionedMixin, Token
         conditioning: str = "quantized",
         continuous_concepts: dict[str, list[list[float]]] | None = None,
         concept_dropout: float = 0.0,
+        num_frames: int = 1,
     ) -> None:
         check_config_bounds(type(self).__name__, locals())
         super().__init__()
@@ -75,8 +81,10 @@ class MaskGITTransformer(LegacyBlockWeightsMixin, ConceptConditionedMixin, Token
         self.check_options(hidden_size=hidden_size, num_heads=num_heads, num_layers=num_layers)
         if codebook_size < 2 or grid_size < 1:
             raise ValueError("codebook_size must be >= 2 and grid_size >= 1")
+        if isinstance(num_frames, bool) or not isinstance(num_frames, int) or num_frames < 1:
+            raise ValueError(f"num_frames must be an integer of at least 1 (1: images), got {num_frames!r}")
 
-        self.num_tokens = grid_size * grid_size
+        self.num_tokens = num_frames * grid_size * grid_size
         self.num_concepts = space.num_variables
         self.token_embedding = nn.Embedding(codebook_size + 1, hidden_size)
         self.position_embedding = nn.Parameter(torch.zeros(1, self.num_concepts + self.num_tokens, hidden_size))
@@ -90,6 +98,12 @@ class MaskGITTransformer(LegacyBlockWeightsMixin, ConceptConditionedMixin, Token
     @property
     def mask_token_id(self) -> int:
         return self.config.codebook_size
+
+    @property
+    def token_grid_shape(self) -> tuple[int, ...]:
+        """The token layout of one sample: ``(g, g)`` for images, ``(T, g, g)`` for clips."""
+        grid = (self.config.grid_size, self.config.grid_size)
+        return grid if self.config.num_frames == 1 else (self.config.num_frames, *grid)
 
     def embed(self, input_ids: torch.LongTensor, concepts: torch.LongTensor, concept_values: torch.Tensor | None = None,
               drop_mask: torch.BoolTensor | None = None, check_values: bool = True) -> torch.Tensor:
@@ -143,7 +157,8 @@ class MaskGITTransformer(LegacyBlockWeightsMixin, ConceptConditionedMixin, Token
         r"""Logits over the codebook for every image token.
 
         Args:
-            input_ids: ``(B, L)`` or ``(B, H, W)`` token ids in ``[0, codebook_size]`` (``codebook_size`` = mask).
+            input_ids: ``(B, L)``, ``(B, H, W)`` or (clips) ``(B, T, H, W)`` token ids in ``[0, codebook_size]``
+                (``codebook_size`` = mask).
             concepts: ``(B, V)`` class index per concept variable.
             concept_values: ``full`` mode: per-image continuous values ``(B, D)``; ``None`` uses the class values.
             drop_mask: ``(B, V)`` bool, ``True`` replaces a concept by its null token. In training mode with

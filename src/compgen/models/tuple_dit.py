@@ -1,4 +1,5 @@
-"""A diffusion transformer over a tokenizer's continuous latents, conditioned on a concept tuple (Paper B's DiT).
+"""A diffusion transformer over a tokenizer's continuous latents (an image's grid, or a clip's grids, one per frame),
+conditioned on a concept tuple (Paper B's DiT).
 
 Paper B (Farid et al. 2025) compares a categorical objective (MaskGIT: cross-entropy over VQ indices) with a
 continuous one (DiT: diffusion over the token vectors) on the same tokens. To make the objective the only difference,
@@ -8,7 +9,9 @@ this model *is* the MaskGIT backbone run continuously: the same pre-norm transfo
 one more prepended token for the diffusion time. Image tokens are the tokenizer's latent vectors before quantization
 (a linear map in, a linear map out to the noise or velocity). Time and condition as tokens is U-ViT's design (Bao et
 al. 2023), which matches adaLN-Zero DiTs in image quality; here it keeps the conditioning pathway identical to
-MaskGIT's, so a difference in compositional generalization cannot come from how concepts enter the network.
+MaskGIT's, so a difference in compositional generalization cannot come from how concepts enter the network. A clip
+(``num_frames > 1``) is modelled as MaskGIT's clips are: its tokens are its frames' latent grids, frame after frame,
+each frame encoded alone by the image tokenizer (a frame tokenizer), under one position embedding over space and time.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ class TupleConditionedDiT(
     LegacyBlockWeightsMixin, StandardizedLatentsMixin, ConceptConditionedMixin,
     TokenAttentionMixin, ModelMixin, ConfigMixin,
 ):
-    r"""Predicts the noise (or velocity) in a grid of continuous latents ``(B, C, g, g)`` given a concept tuple.
+    r"""Predicts the noise (or velocity) in a grid of continuous latents ``(B, C, g, g)`` (a clip's: ``(B, C, T, g,
+    g)``, diffusers' video latent layout) given a concept tuple.
 
     Args:
         concept_space: ``{variable: [value names]}`` or ``[[variable, values], ...]`` (stored as the ordered list).
@@ -50,6 +54,10 @@ class TupleConditionedDiT(
             of an image token's norm, so at high noise the network can hardly tell the tokens apart until the
             embedding grows. 1.0, the image tokens' scale, sets positions apart from the start and speeds up learning
             the training classes (evidence: ``results/dit-diagnosis/NOTES.md``).
+        num_frames: Frames ``T`` of a clip (1: images). A clip's tokens are its frames' latent grids, frame after frame,
+            each frame encoded alone by the image tokenizer (a frame tokenizer); the position embedding is learned over
+            every space-time position, so attention spans space and time alike. The sample is then ``(B, C, T, g,
+            g)`` (:attr:`latent_shape`).
     """
 
     _supports_gradient_checkpointing = True
@@ -71,6 +79,7 @@ class TupleConditionedDiT(
         latent_mean: list[float] | None = None,
         latent_std: list[float] | None = None,
         position_embedding_std: float = 0.02,
+        num_frames: int = 1,
     ) -> None:
         check_config_bounds(type(self).__name__, locals())
         super().__init__()
@@ -80,8 +89,10 @@ class TupleConditionedDiT(
         self.check_options(hidden_size=hidden_size, num_heads=num_heads, num_layers=num_layers,
                            position_embedding_std=position_embedding_std)
         check_latent_statistics(latent_channels, latent_mean, latent_std)
+        if isinstance(num_frames, bool) or not isinstance(num_frames, int) or num_frames < 1:
+            raise ValueError(f"num_frames must be an integer of at least 1 (1: images), got {num_frames!r}")
 
-        self.num_tokens = grid_size * grid_size
+        self.num_tokens = num_frames * grid_size * grid_size
         self.num_prefix = space.num_variables + 1  # concept tokens, then the time token
         self.input_projection = nn.Linear(latent_channels, hidden_size)
         self.position_embedding = nn.Parameter(torch.zeros(1, self.num_prefix + self.num_tokens, hidden_size))
@@ -96,6 +107,20 @@ class TupleConditionedDiT(
         nn.init.zeros_(self.output_projection.weight)  # start by predicting zero (DiT's zero-initialised output)
         nn.init.zeros_(self.output_projection.bias)
 
+    @property
+    def latent_shape(self) -> tuple[int, ...]:
+        """The latent layout of one sample: ``(C, g, g)`` for images, ``(C, T, g, g)`` for clips."""
+        config = self.config
+        grid = (config.grid_size, config.grid_size)
+        frames = () if config.num_frames == 1 else (config.num_frames,)
+        return (config.latent_channels, *frames, *grid)
+
+    def _latent_statistics(self, latents: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The per-channel statistics, broadcast over the frames too for clip latents ``(B, C, T, g, g)``."""
+        mean, std = super()._latent_statistics(latents)
+        shape = (1, -1) + (1,) * (latents.ndim - 2)
+        return mean.view(shape), std.view(shape)
+
     def forward(
         self,
         sample: torch.Tensor,
@@ -108,17 +133,18 @@ class TupleConditionedDiT(
         r"""The predicted noise (or velocity, per the scheduler's ``prediction_type``) of ``sample``.
 
         Args:
-            sample: Noisy standardized latents ``(B, C, g, g)``.
+            sample: Noisy standardized latents ``(B, C, g, g)``, or for clips ``(B, C, T, g, g)``
+                (:attr:`latent_shape`).
             timestep: Diffusion step, a number or a ``(B,)`` / scalar tensor.
             concepts: ``(B, V)`` class index per concept variable.
             concept_values: ``full`` mode: per-image continuous values ``(B, D)``; ``None`` uses the class values.
             drop_mask: ``(B, V)`` bool, ``True`` replaces a concept by its null token (concept dropout, guidance).
             return_dict: Return a :class:`~diffusers.models.unets.unet_2d.UNet2DOutput` rather than a tuple.
         """
-        batch_size, channels, height, width = sample.shape
-        if (channels, height * width) != (self.config.latent_channels, self.num_tokens):
-            raise ValueError(f"sample must be (B, {self.config.latent_channels}, {self.config.grid_size}, "
-                             f"{self.config.grid_size}) latents, got {tuple(sample.shape)}")
+        if tuple(sample.shape[1:]) != self.latent_shape:
+            raise ValueError(f"sample must be (B, {', '.join(map(str, self.latent_shape))}) latents, got "
+                             f"{tuple(sample.shape)}")
+        batch_size = sample.shape[0]
         if concepts.shape[:1] != (batch_size,):
             raise ValueError(f"concepts has batch size {concepts.shape[0]} but sample has {batch_size}")
         drop_mask = self.training_drop_mask(concepts, drop_mask)
@@ -135,5 +161,5 @@ class TupleConditionedDiT(
             else:
                 hidden = block(hidden)
         out = self.output_projection(self.norm_out(hidden[:, self.num_prefix :]))
-        out = out.transpose(1, 2).reshape(batch_size, channels, height, width)
+        out = out.transpose(1, 2).reshape(sample.shape)
         return UNet2DOutput(sample=out) if return_dict else (out,)

@@ -89,6 +89,8 @@ class TupleConditionedFlowDiTPipeline(DiffusionPipeline, GuidedSamplingMixin):
     model_cpu_offload_seq = "transformer->vqvae->vae"
     _optional_components = ["vqvae", "vae"]
     _callback_tensor_inputs = ["latents"]
+    _samples_clips = False
+    """Whether the pipeline samples clips (a transformer of ``num_frames > 1``: :class:`FlowDiTVideoPipeline`)."""
 
     def __init__(
         self,
@@ -100,17 +102,25 @@ class TupleConditionedFlowDiTPipeline(DiffusionPipeline, GuidedSamplingMixin):
         super().__init__()
         check_tokenizer(vqvae, vae, transformer)
         check_flow_scheduler(scheduler)
+        if (transformer.config.num_frames > 1) != self._samples_clips:
+            raise ValueError(
+                f"{type(self).__name__} samples {'clips' if self._samples_clips else 'images'} but the transformer has "
+                f"num_frames {transformer.config.num_frames}: use "
+                f"{'TupleConditionedFlowDiTPipeline' if self._samples_clips else 'FlowDiTVideoPipeline'} for it"
+            )
         self.register_modules(vqvae=vqvae, transformer=transformer, scheduler=scheduler, vae=vae)
         self.image_processor = VaeImageProcessor(do_resize=False)
 
-    def prepare_latents(self, batch_size: int, num_channels: int, height: int, width: int, dtype: torch.dtype,
+    def prepare_latents(self, batch_size: int, latent_shape: tuple[int, ...], dtype: torch.dtype,
                         device: torch.device, generator: Generators, latents: torch.Tensor | None = None
                         ) -> torch.Tensor:
-        """The starting noise ``(batch_size, num_channels, height, width)``: drawn (one generator, or one per image),
-        or the given ``latents``; unscaled, as the flow starts at sigma 1, where the sample is the noise itself
+        """The starting noise ``(batch_size, *latent_shape)`` (the transformer's ``latent_shape``: ``(C, g, g)``, or
+        ``(C, T, g, g)`` for clips): drawn (one generator, or one per sample), or the given ``latents``; unscaled, as
+        the flow starts at sigma 1, where the sample is the noise itself
         (``StableDiffusion3Pipeline.prepare_latents``)."""
-        shape = (batch_size, num_channels, height, width)
-        check_starting_noise(latents, shape, "batch, channels, height, width")
+        shape = (batch_size, *latent_shape)
+        layout = "channels, frames, height, width" if len(latent_shape) == 4 else "channels, height, width"
+        check_starting_noise(latents, shape, f"batch, {layout}")
         if latents is None:
             return randn_tensor(shape, generator=generator, device=device, dtype=dtype)
         return latents.to(device=device, dtype=dtype)
@@ -162,7 +172,8 @@ class TupleConditionedFlowDiTPipeline(DiffusionPipeline, GuidedSamplingMixin):
             return_dict: Return an :class:`ImagePipelineOutput` rather than a tuple.
             concept_values: ``full``-conditioning transformers only: continuous values ``(num_prompts, D)`` or
                 ``(num_prompts * num_images_per_prompt, D)``; ``None`` uses the canonical class values.
-            latents: The starting noise ``(B, C, H, W)`` (``B``: every image); ``None`` draws it from ``generator``.
+            latents: The starting noise ``(B, C, g, g)`` (``B``: every image; the transformer's ``latent_shape``);
+                ``None`` draws it from ``generator``.
             callback_on_step_end: ``callback(pipe, step_index, timestep, callback_kwargs)`` called after every
                 integration step with the tensors named in ``callback_on_step_end_tensor_inputs`` (``"latents"``); a
                 ``"latents"`` entry of the dict it returns replaces the sample the loop continues from.
@@ -190,10 +201,9 @@ class TupleConditionedFlowDiTPipeline(DiffusionPipeline, GuidedSamplingMixin):
         self._num_timesteps = len(timesteps)
 
         # 4. Prepare the initial noise over the standardized latent grid
-        config = self.transformer.config
         check_generators(generator, inputs.batch_size)
-        latents = self.prepare_latents(inputs.batch_size, config.latent_channels, config.grid_size, config.grid_size,
-                                       self.transformer.dtype, device, generator, latents)
+        latents = self.prepare_latents(inputs.batch_size, self.transformer.latent_shape, self.transformer.dtype,
+                                       device, generator, latents)
 
         # 5. Prepare extra step kwargs
         extra_step_kwargs = self.prepare_extra_step_kwargs(generator)

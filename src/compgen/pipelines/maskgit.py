@@ -40,6 +40,8 @@ class MaskGITPipeline(DiffusionPipeline, GuidedSamplingMixin):
 
     model_cpu_offload_seq = "transformer->vqvae"
     _callback_tensor_inputs = ["latents"]
+    _samples_clips = False
+    """Whether the pipeline samples clips (a transformer of ``num_frames > 1``: :class:`MaskGITVideoPipeline`)."""
 
     def __init__(self, vqvae: VQModel, transformer: MaskGITTransformer, scheduler: MaskGITScheduler) -> None:
         super().__init__()
@@ -52,6 +54,12 @@ class MaskGITPipeline(DiffusionPipeline, GuidedSamplingMixin):
             raise ValueError(
                 f"the tokenizer has {vqvae.config.num_vq_embeddings} codes but the transformer predicts "
                 f"{transformer.config.codebook_size}"
+            )
+        if (transformer.config.num_frames > 1) != self._samples_clips:
+            raise ValueError(
+                f"{type(self).__name__} samples {'clips' if self._samples_clips else 'images'} but the transformer has "
+                f"num_frames {transformer.config.num_frames}: use "
+                f"{'MaskGITPipeline' if self._samples_clips else 'MaskGITVideoPipeline'} for it"
             )
         self.register_modules(vqvae=vqvae, transformer=transformer, scheduler=scheduler)
         self.image_processor = VaeImageProcessor(do_resize=False)
@@ -115,13 +123,13 @@ class MaskGITPipeline(DiffusionPipeline, GuidedSamplingMixin):
         # 3. Prepare the token grid: every token starts masked, unless given
         batch_size = inputs.batch_size
         check_generators(generator, batch_size)
-        grid = self.transformer.config.grid_size
+        num_tokens, token_grid = self.transformer.num_tokens, self.transformer.token_grid_shape
         if latents is None:
-            tokens = torch.full((batch_size, grid * grid), self.transformer.mask_token_id, dtype=torch.long,
+            tokens = torch.full((batch_size, num_tokens), self.transformer.mask_token_id, dtype=torch.long,
                                 device=device)
         else:
-            tokens = latents.reshape(latents.shape[0], -1) if latents.ndim == 3 else latents
-            check_latents_shape(tokens, (batch_size, grid * grid), "batch, tokens: the grid's token ids")
+            tokens = latents.reshape(latents.shape[0], -1) if latents.ndim > 2 else latents
+            check_latents_shape(tokens, (batch_size, num_tokens), "batch, tokens: the grid's token ids")
             if tokens.dtype.is_floating_point or tokens.min() < 0 or tokens.max() > self.transformer.mask_token_id:
                 raise ValueError(f"latents must be token ids in [0, {self.transformer.mask_token_id}] (the mask token "
                                  "last), as integers")
@@ -158,9 +166,9 @@ class MaskGITPipeline(DiffusionPipeline, GuidedSamplingMixin):
 
         # 6. Decode the token grid by the VQ tokenizer
         if output_type == "latent":  # the token ids, undecoded
-            image = tokens.view(batch_size, grid, grid)
+            image = tokens.view(batch_size, *token_grid)
         else:
-            image = decode_indices(self.vqvae, tokens.view(batch_size, grid, grid))
+            image = decode_indices(self.vqvae, tokens.view(batch_size, *token_grid))
 
             # 7. Post-process: [-1, 1] -> output_type
             image = self.image_processor.postprocess(image.float(), output_type=output_type)

@@ -25,7 +25,7 @@ import torch
 
 from compgen import TupleConditionedDiT
 from compgen.cli import ArgumentParser
-from compgen.launch.run_setup import prepare_run
+from compgen.launch.run_setup import TrainingRun, prepare_run
 from compgen.launch.token_model_setup import (
     CONTINUOUS_CPU_QUICK,
     TOKEN_TRANSFORMER_PRESETS,
@@ -59,6 +59,14 @@ def check_arguments(args: argparse.Namespace, initial: InitialWeights | None) ->
 
 def main(argv: list[str] | None = None) -> None:
     parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    args, config, run = prepare_run(parser, PRESETS, argv, validate=check_arguments, model_class=TupleConditionedDiT)
+    run.train(build_task(args, run, FlowMatchingDiTTask))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flow DiT's flags (the tokenizer's, the transformer's, the objective's), for its image recipe and its video
+    recipe (:mod:`compgen.recipes.flow_dit_video`)."""
     add_tokenizer_first_arguments(parser, allow_kl=True)
     model = add_latent_transformer_arguments(parser, "diffusion transformer (flow matching)")
     model.add_argument("--num_train_timesteps", type=int, default=1000)
@@ -68,18 +76,21 @@ def main(argv: list[str] | None = None) -> None:
     model.add_argument("--logit_mean", type=float, default=0.0)
     model.add_argument("--logit_std", type=float, default=1.0)
     model.add_argument("--eval_inference_steps", type=int, default=20)
-    args, config, run = prepare_run(parser, PRESETS, argv, validate=check_arguments, model_class=TupleConditionedDiT)
 
-    tokenizer, report = load_or_train_tokenizer(args, run, Path(config.output_dir))
+
+def build_task(args: argparse.Namespace, run: TrainingRun, task_class: type[FlowMatchingDiTTask]
+               ) -> FlowMatchingDiTTask:
+    """The tokenizer (loaded, reused or trained first), the training latents (every frame's for clips), the
+    transformer and ``task_class``'s task of the run."""
+    tokenizer, report = load_or_train_tokenizer(args, run, Path(run.config.output_dir))
     with run.profile.phase("startup: model and task (latents, transformer)"):
         latents, options = latent_transformer_options(args, run, tokenizer)
 
-        torch.manual_seed(config.seed)  # the initial weights are a function of --seed, so runs repeat exactly
-        transformer = TupleConditionedDiT(**options)
+        torch.manual_seed(run.config.seed)  # the initial weights are a function of --seed, so runs repeat exactly
+        transformer = TupleConditionedDiT(**options, num_frames=run.train_data.num_frames)
         scheduler = flow_matching_scheduler(args.num_train_timesteps, args.shift)
-        task = FlowMatchingDiTTask(transformer, tokenizer, scheduler, latents,
-                                   FlowMatchingDiTTask.Options.from_args(args), tokenizer_report=report)
-    run.train(task)
+        return task_class(transformer, tokenizer, scheduler, latents, task_class.Options.from_args(args),
+                          tokenizer_report=report)
 
 
 if __name__ == "__main__":

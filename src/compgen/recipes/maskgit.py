@@ -23,7 +23,7 @@ import torch
 
 from compgen import MaskGITScheduler, MaskGITTransformer
 from compgen.cli import ArgumentParser
-from compgen.launch.run_setup import prepare_run
+from compgen.launch.run_setup import TrainingRun, prepare_run
 from compgen.launch.token_model_setup import (
     TOKEN_TRANSFORMER_PRESETS,
     add_token_transformer_arguments,
@@ -66,6 +66,14 @@ PRESETS["cpu-long"] = PRESETS["cpu-quick"] | dict(learning_rate=3e-4, lr_schedul
 
 def main(argv: list[str] | None = None) -> None:
     parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    args, config, run = prepare_run(parser, PRESETS, argv, validate=check_arguments, model_class=MaskGITTransformer)
+    run.train(build_task(args, run, MaskGITTask))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """MaskGIT's flags (the tokenizer's, the transformer's, the JEPA term's and the evaluation sampler's), for its
+    image recipe and its video recipe (:mod:`compgen.recipes.maskgit_video`)."""
     add_tokenizer_first_arguments(parser)
     model = add_token_transformer_arguments(parser, "MaskGIT transformer")
     model.add_argument("--masking_schedule", default="cosine", choices=list(MASKING_SCHEDULES))
@@ -91,19 +99,21 @@ def main(argv: list[str] | None = None) -> None:
     sampling = parser.add_argument_group("evaluation sampling")
     sampling.add_argument("--eval_inference_steps", type=int, default=12)
     sampling.add_argument("--eval_temperature", type=float, default=2.0)
-    args, config, run = prepare_run(parser, PRESETS, argv, validate=check_arguments, model_class=MaskGITTransformer)
-    output_dir = Path(config.output_dir)
 
-    vqvae, report = load_or_train_tokenizer(args, run, output_dir)
+
+def build_task(args: argparse.Namespace, run: TrainingRun, task_class: type[MaskGITTask]) -> MaskGITTask:
+    """The tokenizer (loaded, reused or trained first), the training tokens, the transformer (over every frame's
+    tokens for clips) and ``task_class``'s task of the run."""
+    vqvae, report = load_or_train_tokenizer(args, run, Path(run.config.output_dir))
     with run.profile.phase("startup: model and task (tokens, transformer, JEPA target)"):
         train_tokens = precompute_tokens(vqvae, run.train_data.images)
 
-        torch.manual_seed(config.seed)  # the initial weights are a function of --seed, so runs repeat exactly
+        torch.manual_seed(run.config.seed)  # the initial weights are a function of --seed, so runs repeat exactly
         transformer = MaskGITTransformer(**token_transformer_options(args, run, token_grid_size(vqvae)),
-                                         codebook_size=vqvae.config.num_vq_embeddings)
+                                         codebook_size=vqvae.config.num_vq_embeddings,
+                                         num_frames=run.train_data.num_frames)
         scheduler = MaskGITScheduler(mask_token_id=transformer.mask_token_id, masking_schedule=args.masking_schedule)
-        task = MaskGITTask(transformer, vqvae, scheduler, train_tokens, task_options(args), tokenizer_report=report)
-    run.train(task)
+        return task_class(transformer, vqvae, scheduler, train_tokens, task_options(args), tokenizer_report=report)
 
 
 def task_options(args: argparse.Namespace) -> MaskGITOptions:

@@ -64,7 +64,7 @@ class MaskGITScheduler(SchedulerMixin, ConfigMixin):
     def sample_mask(
         self,
         batch_size: int,
-        grid_size: tuple[int, int],
+        grid_size: tuple[int, int] | tuple[int, int, int],
         generator: torch.Generator | None = None,
         mask_type: str = "random",
         device: torch.device | str | None = None,
@@ -75,11 +75,17 @@ class MaskGITScheduler(SchedulerMixin, ConfigMixin):
         to a random centre under a random aspect ratio, a contiguous rectangle-like block (I-JEPA-style targets).
         ``"visible_block"`` is the inverse, Paper B's context: one such block of ``U(VISIBLE_BLOCK_FRACTION)`` of the
         grid stays visible and every other position is masked (the masking schedule is not used).
+
+        A clip's ``grid_size`` is ``(T, H, W)`` (its frames' grids in order, ``(batch_size, T * H * W)``): a block
+        then spans time as well, a box around a random space-time centre whose extent in frames is scaled to the
+        grid's height (a block a third of the grid high spans about a third of the frames).
         """
         if mask_type not in MASK_TYPES:
             raise ValueError(f"mask_type must be one of {MASK_TYPES}, got {mask_type!r}")
-        height, width = grid_size
-        seq_len = height * width
+        if len(grid_size) not in (2, 3):
+            raise ValueError(f"grid_size must be (H, W) or, for clips, (T, H, W), got {grid_size!r}")
+        frames, (height, width) = (grid_size[0] if len(grid_size) == 3 else 1), grid_size[-2:]
+        seq_len = frames * height * width
         progress = torch.rand(batch_size, generator=generator, dtype=torch.float64)
         if mask_type == "visible_block":  # the block is what stays visible: at least one token, at least one masked
             low, high = VISIBLE_BLOCK_FRACTION
@@ -91,11 +97,15 @@ class MaskGITScheduler(SchedulerMixin, ConfigMixin):
         if mask_type == "random":
             scores = noise
         else:
-            rows = torch.arange(height, dtype=torch.float32).repeat_interleave(width)
-            cols = torch.arange(width, dtype=torch.float32).repeat(height)
+            rows = torch.arange(height, dtype=torch.float32).repeat_interleave(width).repeat(frames)
+            cols = torch.arange(width, dtype=torch.float32).repeat(height).repeat(frames)
             centre = torch.rand(batch_size, 2, generator=generator) * torch.tensor([height - 1.0, width - 1.0])
             aspect = torch.exp((torch.rand(batch_size, 1, generator=generator) - 0.5) * math.log(3.0))
             distance = torch.maximum((rows - centre[:, :1]).abs() * aspect, (cols - centre[:, 1:]).abs() / aspect)
+            if frames > 1:  # the box's extent in time, on the scale of its height
+                times = torch.arange(frames, dtype=torch.float32).repeat_interleave(height * width)
+                centre_time = torch.rand(batch_size, 1, generator=generator) * (frames - 1.0)
+                distance = torch.maximum(distance, (times - centre_time).abs() * (height / frames) * aspect)
             # Noise smaller than the grid spacing only breaks ties between equally distant positions.
             scores = -(distance + 0.1 * noise)
         ranks = scores.argsort(dim=1, descending=True).argsort(dim=1)

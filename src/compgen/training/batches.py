@@ -43,12 +43,16 @@ def mix_seed(seed: int, *parts: int) -> int:
 
 
 def make_batch(data: ConceptImageData, indices: torch.Tensor, channels_last: bool = False) -> dict[str, torch.Tensor]:
-    """Images as float NCHW in [-1, 1] (``channels_last``: in that memory layout), the conditioning of each image,
-    and its row ``index`` in ``data`` (so a task can look up per-example features it precomputed, e.g. VQ token
-    indices). The tensors are on the device ``data`` is on."""
+    """Images as float NCHW in [-1, 1] (``channels_last``: in that memory layout; clips as NCTHW), the conditioning
+    of each image, and its row ``index`` in ``data`` (so a task can look up per-example features it precomputed, e.g.
+    VQ token indices). The tensors are on the device ``data`` is on."""
     indices = to_device(indices, data.images.device)
-    images = uint8_to_signed(data.images[indices])
-    if channels_last:
+    if data.images.ndim == 5:  # clips (N, T, H, W, 3): float (B, C, T, H, W), diffusers' video layout
+        clips = data.images[indices]
+        images = uint8_to_signed(clips.flatten(0, 1)).unflatten(0, clips.shape[:2]).transpose(1, 2).contiguous()
+    else:
+        images = uint8_to_signed(data.images[indices])
+    if channels_last and images.ndim == 4:
         images = images.contiguous(memory_format=torch.channels_last)
     batch = {"images": images, "concepts": data.concepts[indices], "index": indices}
     if data.concept_values is not None:

@@ -82,7 +82,13 @@ def results_markdown(records: list[dict[str, Any]], graph: ConceptGraph, eval_st
         + (" A sample without exactly one object of plausible size is wrong on every concept (the one-object "
            "check)." if "object_failures" in final else ""),
     ]
-    if pixel:
+    if pixel and "num_frames" in final:  # a video generator's clips (compgen.evaluation.clip_evaluation)
+        lines += ["", f"Clips of {final['num_frames']} frames, judged by two independent scorers behind one "
+                      "typicality check (one object in every frame, a continuous path, no flicker): the clip probes "
+                      "(per-frame CNNs and a learned reading of the path) and the pixels with the motion (colours, "
+                      "the object's outline and the turn of its tracked path; no learned weights). The object rate "
+                      "is the share of typical clips."]
+    elif pixel:
         lines += ["", "Two independent scorers: the concept probes (a CNN) and pixel statistics of the object with "
                       "thresholds set from real renders (no learned weights). Both give the final accuracy and the "
                       "first step >= 0.9 of every level and the final accuracy of every class; the best accuracy, "
@@ -186,6 +192,14 @@ def sections_markdown(sections: list[tuple[str, str]]) -> list[str]:
     return lines
 
 
+def _usage_lines(pipeline_class: str, prompt: str) -> list[str]:
+    """The card's sampling lines: images, or clips (``frames``, a video pipeline) saved as a GIF."""
+    if "Video" not in pipeline_class:
+        return [f'images = pipe("{prompt}", num_images_per_prompt=4).images']
+    return [f'frames = pipe("{prompt}", num_videos_per_prompt=4).frames  # 4 clips, each a list of frames',
+            "", "from diffusers.utils import export_to_gif", "", f'export_to_gif(frames[0], "{prompt}.gif")']
+
+
 def write_model_card(
     output_dir: str | Path,
     records: list[dict[str, Any]],
@@ -245,7 +259,7 @@ def write_model_card(
         f"from compgen import {pipeline_class}",
         "",
         f"pipe = {pipeline_class}.from_pretrained({str(config.hub_model_id or config.output_dir)!r})",
-        f'images = pipe("{"1" * graph.space.num_variables}", num_images_per_prompt=4).images',
+        *_usage_lines(pipeline_class, "1" * graph.space.num_variables),
         "```",
         "",
         "## Results",

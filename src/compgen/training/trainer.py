@@ -178,7 +178,12 @@ class Trainer:
         """The tracker, holding the records a resumed run logged before (the log is truncated to the checkpoint)."""
         if self.probes is None:
             return None
-        tracker = LearningDynamicsTracker(
+        from ..evaluation.clip_evaluation import ClipTracker
+        from ..evaluation.clip_probes import ClipProbes
+
+        # clip probes judge a video generator's clips; concept probes an image generator's images
+        tracker_class = ClipTracker if isinstance(self.probes, ClipProbes) else LearningDynamicsTracker
+        tracker = tracker_class(
             self.graph,
             self.probes,
             num_images_per_class=self.config.eval_images_per_class,

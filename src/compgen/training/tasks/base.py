@@ -96,7 +96,8 @@ class TrainingTask:
         raise NotImplementedError
 
     def generate(self, model: nn.Module, concepts: list[str], seed: int) -> np.ndarray:
-        """Sample one uint8 (H, W, 3) image per entry of ``concepts`` with the (EMA) weights ``model``."""
+        """Sample one uint8 (H, W, 3) image (a video task: one (T, H, W, 3) clip) per entry of ``concepts`` with the
+        (EMA) weights ``model``."""
         raise NotImplementedError
 
     def save_pretrained(self, model: nn.Module, output_dir: Path) -> None:
@@ -152,10 +153,11 @@ class TrainingTask:
 def sample_in_batches(pipe, model: nn.Module, concepts: list[str], seed: int, batch_size: int,
                       per_batch: Callable[[list[str], int], dict[str, Any]] | None = None,
                       **options: Any) -> np.ndarray:
-    """uint8 samples ``(N, H, W, 3)`` of ``concepts`` from ``pipe``, ``batch_size`` prompts per call, one generator
-    seeded ``seed`` for them all, with ``model`` in eval mode: the one way an evaluation samples, every task's
-    :meth:`TrainingTask.generate` and re-scoring (``compgen.analysis.rescore``) alike. ``per_batch(prompts, start)``
-    gives a call's options that depend on its prompts (re-scoring's sampled concept values)."""
+    """uint8 samples ``(N, H, W, 3)`` (clips: ``(N, T, H, W, 3)``) of ``concepts`` from ``pipe``, ``batch_size``
+    prompts per call, one generator seeded ``seed`` for them all, with ``model`` in eval mode: the one way an
+    evaluation samples, every task's :meth:`TrainingTask.generate` and re-scoring (``compgen.analysis.rescore``)
+    alike. ``per_batch(prompts, start)`` gives a call's options that depend on its prompts (re-scoring's sampled
+    concept values)."""
     pipe.set_progress_bar_config(disable=True)
     generator = torch.Generator().manual_seed(seed)
     chunks = []
@@ -163,5 +165,7 @@ def sample_in_batches(pipe, model: nn.Module, concepts: list[str], seed: int, ba
         for start in range(0, len(concepts), batch_size):
             prompts = concepts[start : start + batch_size]
             extra = per_batch(prompts, start) if per_batch is not None else {}
-            chunks.append(pipe(prompts, generator=generator, output_type="np", **options, **extra).images)
+            # images (N, H, W, 3) or, from a video pipeline, clips (N, T, H, W, 3)
+            chunks.append(pipe(prompts, generator=generator, output_type="np", return_dict=False, **options,
+                               **extra)[0])
     return unit_to_uint8(np.concatenate(chunks))

@@ -10,6 +10,9 @@ uniform timestep: the default, so that the rung changes the objective and nothin
 (``sigmoid(N(logit_mean, logit_std))``, SD3's default ``weighting_scheme``, which trains most at intermediate noise).
 Here ``u`` indexes the sigmas in increasing order, so a larger ``logit_mean`` trains more at high noise, as in the SD3
 paper (Esser et al. 2024, Sec. 3.1).
+
+Clips (:class:`FlowDiTVideoTask`, a transformer of ``num_frames > 1``) train the same way on their frames' latents
+``(C, T, g, g)`` (each frame encoded alone by the frozen frame tokenizer), one noise level per clip.
 """
 
 from __future__ import annotations
@@ -66,12 +69,15 @@ class FlowMatchingDiTTask(LatentTokenizerMixin, TrainingTask):
         transformer: The DiT (its config holds the latent statistics); it predicts the velocity.
         tokenizer: The frozen tokenizer, a ``VQModel`` or an ``AutoencoderKL``.
         scheduler: A ``FlowMatchEulerDiscreteScheduler``: the training sigmas and timesteps, and the sampler.
-        train_latents: ``(N, C, g, g)`` latents of the training images (row ``i`` for ``batch["index"] == i``).
+        train_latents: ``(N, C, g, g)`` latents of the training images (row ``i`` for ``batch["index"] == i``; the
+            transformer's ``latent_shape`` per row).
         tokenizer_report: The tokenizer's reconstruction report, for the model card's reconstruction table.
         options: The task's :class:`FlowMatchingOptions` (or the same as keywords: ``weighting_scheme=...``).
     """
 
     Options = FlowMatchingOptions
+    samples_clips = False
+    """Whether the task trains a clip model (a transformer of ``num_frames > 1``: :class:`FlowDiTVideoTask`)."""
 
     def __init__(
         self,
@@ -91,6 +97,10 @@ class FlowMatchingDiTTask(LatentTokenizerMixin, TrainingTask):
             raise ValueError(f"the flow-matching task trains on a FlowMatchEulerDiscreteScheduler's sigmas, got "
                              f"{type(scheduler).__name__}")
         check_flow_scheduler(scheduler)
+        if (transformer.config.num_frames > 1) != self.samples_clips:
+            raise ValueError(f"{type(self).__name__} trains {'clips' if self.samples_clips else 'images'} but the "
+                             f"transformer has num_frames {transformer.config.num_frames}: use "
+                             f"{'FlowMatchingDiTTask' if self.samples_clips else 'FlowDiTVideoTask'} for it")
         self.model = transformer
         self.scheduler = scheduler
         self.tokenizer = tokenizer.eval().requires_grad_(False)
@@ -124,11 +134,16 @@ class FlowMatchingDiTTask(LatentTokenizerMixin, TrainingTask):
         prediction = model(noisy, self.train_timesteps[indices], conditioning.pop("concepts"), **conditioning).sample
         return F.mse_loss(prediction.float(), (noise - latents).float()), {}
 
-    def pipeline(self, transformer, scheduler=None):
+    @staticmethod
+    def pipeline_class() -> type:
+        """The pipeline the task samples with and exports."""
         from ...pipelines.flow_dit import TupleConditionedFlowDiTPipeline
 
-        return TupleConditionedFlowDiTPipeline(transformer=transformer, scheduler=scheduler or self.scheduler,
-                                               **self.tokenizer_components())
+        return TupleConditionedFlowDiTPipeline
+
+    def pipeline(self, transformer, scheduler=None):
+        return self.pipeline_class()(transformer=transformer, scheduler=scheduler or self.scheduler,
+                                     **self.tokenizer_components())
 
     def eval_sampling(self) -> dict[str, Any]:
         guided = {"guidance_scale": self.eval_guidance_scale} if self.eval_guidance_scale != 1.0 else {}
@@ -151,7 +166,7 @@ class FlowMatchingDiTTask(LatentTokenizerMixin, TrainingTask):
         objective = "flow matching (rectified flow: velocity noise - x0, MSE) over the tokenizer's continuous latents"
         return {
             "model_name": "TupleConditionedDiT (flow matching over tokenizer latents)",
-            "pipeline_class": "TupleConditionedFlowDiTPipeline",
+            "pipeline_class": self.pipeline_class().__name__,
             "tags": ["dit", "flow-matching", "rectified-flow", self.tokenizer_kind],
             "hyperparameters": self.dit_card_hyperparameters(objective) | {
                 "shift": self.scheduler.config.shift,
@@ -160,4 +175,31 @@ class FlowMatchingDiTTask(LatentTokenizerMixin, TrainingTask):
                                 f"{self.decoding_description()}",
             },
             "sections": self.tokenizer_sections(),
+        }
+
+
+class FlowDiTVideoTask(FlowMatchingDiTTask):
+    """Flow matching on the standardized latents ``(C, T, g, g)`` of clips, each frame encoded alone by the frozen
+    frame tokenizer (Paper B's continuous video model); samples integrate the flow over every frame at once
+    (:class:`~compgen.pipelines.flow_dit_video.FlowDiTVideoPipeline`), and :meth:`generate` returns uint8 clips
+    ``(N, T, H, W, 3)``.
+
+    Args: as :class:`FlowMatchingDiTTask`, with a transformer of ``num_frames > 1`` and ``train_latents`` ``(N, C, T,
+    g, g)`` (:func:`~compgen.training.tasks.latent_tokenizer.precompute_latents` of uint8 clips ``(N, T, H, W, 3)``).
+    """
+
+    samples_clips = True
+
+    @staticmethod
+    def pipeline_class() -> type:
+        from ...pipelines.flow_dit_video import FlowDiTVideoPipeline
+
+        return FlowDiTVideoPipeline
+
+    def model_card_details(self) -> dict[str, Any]:
+        details = super().model_card_details()
+        frames = self.model.config.num_frames
+        return details | {
+            "model_name": f"TupleConditionedDiT (flow matching over a frame tokenizer's latents, {frames}-frame clips)",
+            "tags": [*details["tags"], "video"],
         }

@@ -1,7 +1,7 @@
 """What every task over a frozen tokenizer's continuous latents (the DiT's, GIVT's, MAR's) shares: the latents of the
-training images, computed once (:func:`precompute_latents`), their per-channel statistics, the options a latent model
-is built with (:func:`latent_model_options`), and :class:`LatentTokenizerMixin` (the tokenizer's kind, the pipeline
-components that hold it, the model card's reconstruction table)."""
+training images (or clips, frame by frame), computed once (:func:`precompute_latents`), their per-channel statistics,
+the options a latent model is built with (:func:`latent_model_options`), and :class:`LatentTokenizerMixin` (the
+tokenizer's kind, the pipeline components that hold it, the model card's reconstruction table)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,11 @@ from ...models.kl_tokenizer import encode_kl_latents
 def precompute_latents(tokenizer: VQModel | AutoencoderKL, images: torch.Tensor, batch_size: int = 512
                        ) -> torch.Tensor:
     """The tokenizer's continuous latents ``(N, C, g, g)`` of uint8 images ``(N, H, W, 3)``: a ``VQModel``'s before
-    quantization, an ``AutoencoderKL``'s posterior means (deterministic)."""
+    quantization, an ``AutoencoderKL``'s posterior means (deterministic). Of uint8 clips ``(N, T, H, W, 3)``: each frame
+    encoded alone (a frame tokenizer), arranged ``(N, C, T, g, g)`` (diffusers' video latent layout)."""
+    if images.ndim == 5:
+        frames = precompute_latents(tokenizer, images.reshape(-1, *images.shape[2:]), batch_size)
+        return frames.unflatten(0, tuple(images.shape[:2])).transpose(1, 2).contiguous()
 
     def encode(signed: torch.Tensor) -> torch.Tensor:
         if isinstance(tokenizer, AutoencoderKL):
@@ -33,26 +37,30 @@ def precompute_latents(tokenizer: VQModel | AutoencoderKL, images: torch.Tensor,
 
 
 def latent_statistics(latents: torch.Tensor) -> tuple[list[float], list[float]]:
-    """Per-channel mean and standard deviation of ``(N, C, g, g)`` latents (the DiT's standardization)."""
-    mean = latents.mean(dim=(0, 2, 3))
-    std = latents.std(dim=(0, 2, 3)).clamp(min=1e-6)
+    """Per-channel mean and standard deviation of ``(N, C, g, g)`` latents (the DiT's standardization); of clip
+    latents ``(N, C, T, g, g)``, over every frame."""
+    dims = (0, *range(2, latents.ndim))
+    mean = latents.mean(dim=dims)
+    std = latents.std(dim=dims).clamp(min=1e-6)
     return [round(float(v), 6) for v in mean], [round(float(v), 6) for v in std]
 
 
 def latent_model_options(tokenizer: VQModel | AutoencoderKL, images: torch.Tensor
                          ) -> tuple[torch.Tensor, dict[str, Any]]:
-    """The training images' latents ``(N, C, g, g)`` and what a latent model (the DiT, GIVT) is built with from them:
-    ``latent_channels`` and the per-channel ``latent_mean`` and ``latent_std`` it standardizes by."""
+    """The training images' latents ``(N, C, g, g)`` (clips': ``(N, C, T, g, g)``) and what a latent model (the DiT,
+    GIVT) is built with from them: ``latent_channels`` and the per-channel ``latent_mean`` and ``latent_std`` it
+    standardizes by."""
     latents = precompute_latents(tokenizer, images)
     mean, std = latent_statistics(latents)
     return latents, {"latent_channels": latents.shape[1], "latent_mean": mean, "latent_std": std}
 
 
 def standardized_training_latents(transformer, train_latents: torch.Tensor) -> torch.Tensor:
-    """The training images' latents ``(N, C, g, g)`` checked against ``transformer``'s grid and standardized by its
-    latent statistics: what a latent diffusion task (the DiT's DDPM, its flow matching) diffuses."""
-    expected = (transformer.config.latent_channels, transformer.config.grid_size, transformer.config.grid_size)
-    if train_latents.ndim != 4 or tuple(train_latents.shape[1:]) != expected:
+    """The training images' latents ``(N, C, g, g)`` (clips': ``(N, C, T, g, g)``) checked against ``transformer``'s
+    ``latent_shape`` and standardized by its latent statistics: what a latent diffusion task (the DiT's DDPM, its flow
+    matching) diffuses."""
+    expected = tuple(transformer.latent_shape)
+    if train_latents.ndim != 1 + len(expected) or tuple(train_latents.shape[1:]) != expected:
         raise ValueError(f"train_latents must be (N, {', '.join(map(str, expected))}), "
                          f"got {tuple(train_latents.shape)}")
     return transformer.normalize_latents(train_latents.float())

@@ -56,7 +56,9 @@ def check_cross_entropy_warmup(warmup_steps: int, jepa_weight: float, total_step
 @torch.no_grad()
 def precompute_tokens(vqvae: VQModel, images: torch.Tensor, batch_size: int = 512) -> torch.LongTensor:
     """VQ indices ``(N, h * w)`` of uint8 images ``(N, H, W, 3)``, on the tokenizer's device: it is frozen, so
-    encode once."""
+    encode once. Clips ``(N, T, H, W, 3)`` give ``(N, T * h * w)``: each frame tokenized alone, frame after frame."""
+    if images.ndim == 5:
+        return precompute_tokens(vqvae, images.flatten(0, 1), batch_size).unflatten(0, images.shape[:2]).flatten(1)
     with eval_mode(vqvae):
         chunks = [encode_to_indices(vqvae, uint8_to_signed(images[start : start + batch_size]).to(vqvae.device))
                   .flatten(1) for start in range(0, len(images), batch_size)]
@@ -181,8 +183,8 @@ class MaskGITTask(TrainingTask):
         transformer = self.model.transformer  # for its configuration; ``model`` may be a data-parallel wrapper
         tokens = self.train_tokens[batch["index"]]
         device = tokens.device
-        grid = transformer.config.grid_size
-        mask = self.scheduler.sample_mask(len(tokens), (grid, grid), generator, self.mask_type, device=device)
+        mask = self.scheduler.sample_mask(len(tokens), transformer.token_grid_shape, generator, self.mask_type,
+                                          device=device)
         inputs = torch.where(mask, transformer.mask_token_id, tokens)
         conditioning = self.training_conditioning(transformer, batch, generator)
         output, predictions = model(inputs, **conditioning)

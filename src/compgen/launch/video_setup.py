@@ -1,0 +1,46 @@
+"""What the video recipes (``maskgit-video``, ``flow-dit-video``) share: their clips dataset and defaults, the options
+clips refuse, and the check that the data are clips, so that each video recipe is its image recipe's build over clips.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from ..training.fine_tuning import InitialWeights
+from .run_setup import TrainingRun, prepare_run
+
+CLIPS_DATASET = "clips-h32-train1"
+"""The video recipes' default data: shape, time of day and a turn that exists only in time (:mod:`compgen.clips`)."""
+VIDEO_DEFAULTS: dict[str, Any] = dict(conditioning="quantized", tokenizer_data="training-classes")
+"""A clips dataset holds no per-clip value of every concept (``full`` needs them) and no tokenizer split: the frame
+tokenizer trains on the training clips' frames (in 16 px crops, which keep its codes local)."""
+
+
+def check_video_arguments(args: argparse.Namespace) -> None:
+    """Refuse, before any work, what clips do not allow: an image config as ``--dataset`` and ``full``
+    conditioning."""
+    from ..data.concept_graph_builder import ConceptGraphShapes
+
+    if args.dataset in ConceptGraphShapes.builder_configs:
+        raise ValueError(f"--dataset {args.dataset} is an image config: a video recipe trains on clips (e.g. "
+                         f"{CLIPS_DATASET})")
+    if args.conditioning == "full":
+        raise ValueError("--conditioning full needs per-clip values of every concept, which the clips datasets do not "
+                         "hold: use --conditioning quantized")
+
+
+def prepare_video_run(parser: argparse.ArgumentParser, presets: dict[str, dict[str, Any]], argv: list[str] | None,
+                      check_arguments: Callable[[argparse.Namespace, InitialWeights | None], None],
+                      model_class: type) -> tuple[argparse.Namespace, TrainingRun]:
+    """:func:`~compgen.launch.run_setup.prepare_run` over clips: the video defaults, the recipe's ``check_arguments``
+    (which calls :func:`check_video_arguments`), and an export directory of images refused once loaded."""
+    parser.set_defaults(**VIDEO_DEFAULTS)
+    args, _, run = prepare_run(parser, presets, argv, validate=check_arguments, model_class=model_class,
+                               default_dataset=CLIPS_DATASET)
+    if run.train_data.num_frames == 1:  # an export directory of images: known once loaded
+        if run.start is not None:
+            run.start.claim.release()
+        parser.error(f"--dataset {args.dataset} holds images, not clips: train it with the image recipe")
+    return args, run
