@@ -58,10 +58,11 @@ def test_clip_options_are_checked(options, message):
 
 def test_the_builder_and_its_hub_export_serve_the_frames_exactly(tmp_path):
     config = ConceptGraphClipsConfig(name="tiny-clips", split_preset="H32-train1", clips_per_class=3,
-                                     test_clips_per_class=2)
+                                     test_clips_per_class=2, tokenizer_clips_per_class=1)
     built = build_clips_dataset(config, cache_dir=str(tmp_path / "cache"))
     assert sorted(set(built["train"]["concepts"])) == ["000", "001", "010", "100"]
     assert sorted(set(built["test"]["concepts"])) == CLASSES and len(built["test"]) == 16
+    assert sorted(built["tokenizer"]["concepts"]) == CLASSES  # a frame tokenizer's clips: every class
     levels = dict(zip(built["test"]["concepts"], built["test"]["level"], strict=True))
     assert levels["111"] == 2 and levels["011"] == 1 and levels["000"] == 0
     # the rows are the renderer's clips, frame for frame
@@ -73,7 +74,7 @@ def test_the_builder_and_its_hub_export_serve_the_frames_exactly(tmp_path):
     out = export_clip_datasets({"tiny-clips": built}, tmp_path / "export")
     loaded = datasets.load_dataset(str(out), "tiny-clips")
     assert loaded["test"].features["frames"] == datasets.List(datasets.Image())
-    for split in ("train", "test"):
+    for split in ("train", "test", "tokenizer"):
         assert np.array_equal(np.stack(loaded[split].with_format("numpy")["frames"]),
                               np.stack(built[split].with_format("numpy")["frames"]))
     assert (out / "images" / "tiny-clips.png").is_file() and (out / "images" / "tiny-clips.gif").is_file()

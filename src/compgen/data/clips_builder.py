@@ -2,7 +2,8 @@
 
 A config names its training classes over the clip space (shape, time of day, turn) by one of the H32 splits'
 training sets (``split_preset="H32-train1"``: the star 000, 001, 010, 100) or by ``training_classes``, and renders
-``train`` (the training classes) and ``test`` (every class, for evaluation). Each row holds ``frames``, a list of
+``train`` (the training classes), ``test`` (every class, for evaluation) and ``tokenizer`` (every class, labels
+unused: a frame tokenizer's training clips). Each row holds ``frames``, a list of
 PNG frames (exact: what was rendered is what loads), its ``concepts``, ``level``, one ``ClassLabel`` per variable
 and the per-clip values that drew it (``background_rgb``, ``object_rgb``, ``object_radius``, ``turn_rate``,
 ``trajectory``). A clip's frames load as a list of ``PIL.Image`` (what ``diffusers.utils.export_to_gif`` and
@@ -31,11 +32,15 @@ from .. import shapes as shapes_module
 from ..clips import CLIP_SPACE, ClipConfig, render_clips
 from ..concepts import ConceptGraph, get_split_preset
 from .concept_graph_builder import builder_arguments
+from .concept_graph_config import TOKENIZER_SPLIT
 from .png import encode_png
 
 DATASET_NAME = "concept_graph_clips"
 VERSION = datasets.Version("1.0.0")
-CLIP_SPLITS = ("train", "test")
+CLIP_SPLITS = ("train", "test", TOKENIZER_SPLIT)
+"""``train`` (the training classes), ``test`` (every class, for evaluation) and ``tokenizer`` (every class, labels
+unused: a frame tokenizer's images, as the shapes' tokenizer split; Paper B's question is then the generator's
+alone)."""
 _RENDER_CHUNK = 256  # clips per render call; part of the random-stream layout
 
 
@@ -48,6 +53,7 @@ class ConceptGraphClipsConfig(datasets.BuilderConfig):
     training_classes: tuple[str, ...] | None = None
     clips_per_class: int = 500
     test_clips_per_class: int = 50
+    tokenizer_clips_per_class: int = 125
     num_frames: int = 8
     image_size: int = 32
     seed: int = 0
@@ -59,7 +65,7 @@ class ConceptGraphClipsConfig(datasets.BuilderConfig):
         if self.split_preset is not None and not self.split_preset.startswith("H32-"):
             raise ValueError(f"split_preset must name an H32 split (its training classes over the clip space), got "
                              f"{self.split_preset!r}")
-        for name in ("clips_per_class", "test_clips_per_class"):
+        for name in ("clips_per_class", "test_clips_per_class", "tokenizer_clips_per_class"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
         ClipConfig(num_frames=self.num_frames, image_size=self.image_size)  # checked by their owner
@@ -114,7 +120,8 @@ class ConceptGraphClips(datasets.GeneratorBasedBuilder):
     def _generate_examples(self, split: str) -> Iterator[tuple[int, dict[str, Any]]]:
         config, graph = self.config, self.config.graph
         classes = graph.training_classes if split == "train" else CLIP_SPACE.all_classes()
-        count = config.clips_per_class if split == "train" else config.test_clips_per_class
+        count = {"train": config.clips_per_class, "test": config.test_clips_per_class,
+                 TOKENIZER_SPLIT: config.tokenizer_clips_per_class}[split]
         key = 0
         for concept in classes:
             parsed = CLIP_SPACE.parse(concept)

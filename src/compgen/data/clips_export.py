@@ -117,7 +117,8 @@ to study compositional generalization in video (Farid et al. 2025 study it in im
 belongs to a concept class, one value per variable: `shape` (circle, triangle), `time_of_day` (day, night: the
 scene's colour) and `turn` (right, left: the object's path bends one way; it exists only in time, since any single
 frame is equally likely under either). A class is written as a tuple string such as `"101"`; its *level* is its
-concept distance to the nearest training class. `train` holds the training classes, `test` every class.
+concept distance to the nearest training class. `train` holds the training classes, `test` every class, `tokenizer`
+every class as well (labels unused: a frame tokenizer's training clips).
 
 Columns: `frames` (a list of PNG frames, exact), `concepts`, `level`, one class-label column per variable, and the
 per-clip values that drew it: `background_rgb`, `object_rgb`, `object_radius` (pixels), `turn_rate` (the heading's

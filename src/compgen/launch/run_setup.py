@@ -255,13 +255,16 @@ def prepare_run(
     model_class: type | None = None,
     cpu_fp32_presets: dict[str, dict[str, Any]] | None = None,
     default_dataset: str = "okawa-h32-train1",
+    clips: bool | None = False,
 ) -> tuple[argparse.Namespace, TrainingConfig, TrainingRun]:
     """Add the shared flags, apply the preset and dataset defaults, parse, check every option (the shared ones and the
     script's own through ``validate``, which raises ``ValueError``), then load the data and the probes.
     ``model_class`` (the class the script trains) lets ``--init_from`` refuse another architecture before any work.
     ``--init_from`` is resolved here, once: ``validate`` gets the result with the options, and the run keeps it
     (:attr:`TrainingRun.initial`). ``cpu_fp32_presets`` holds, per preset, the defaults of a run in fp32 on a CPU
-    (:func:`apply_cpu_fp32_defaults`); ``default_dataset`` is ``--dataset``'s default (a video recipe's: clips).
+    (:func:`apply_cpu_fp32_defaults`); ``default_dataset`` is ``--dataset``'s default, and ``clips`` whether the
+    recipe trains on clips (a video recipe) or images: the other kind of data is refused once loaded (``None``:
+    either, as a tokenizer trains on images or on clips' frames).
 
     An invalid option stops the script with an argparse message (exit status 2) before any work is done."""
     parser.add_argument("--preset", choices=sorted(presets), default=None, help="named option set (flags override it)")
@@ -326,6 +329,10 @@ def prepare_run(
         with state.main_process_first(), profile.phase("startup: dataset (build or load, decode)"):
             dataset_dict, dataset_name = _load_dataset(args, celeba_options)
             train_data, graph = training_data_from(dataset_dict)
+            if clips is not None and (train_data.num_frames > 1) != clips:
+                raise ValueError(f"--dataset {dataset_name} holds {'clips' if train_data.num_frames > 1 else 'images'}"
+                                 f", not {'clips' if clips else 'images'}: train it with a "
+                                 f"{'video recipe (maskgit-video, flow-dit-video)' if not clips else 'image recipe'}")
             eval_data = split_tensors(dataset_dict, "test") if "test" in dataset_dict else None
             check_image_size(args, train_data.image_size, dataset_name)
             _check_tokenizer_split(args, dataset_dict, dataset_name)

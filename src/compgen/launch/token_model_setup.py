@@ -110,7 +110,7 @@ def tokenizer_training_data(args: argparse.Namespace, run: TrainingRun) -> Conce
     if args.tokenizer_data == "training-classes":
         return run.train_data.frames_as_images()
     with run.profile.phase("tokenizer: its data (decode the tokenizer split)"):
-        data = split_tensors(run.splits, TOKENIZER_SPLIT)
+        data = split_tensors(run.splits, TOKENIZER_SPLIT).frames_as_images()
     logger.info("tokenizer data all-classes: %d images of classes %s (labels unused)", len(data), data.class_strings())
     return data
 

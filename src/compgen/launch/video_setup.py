@@ -13,9 +13,10 @@ from .run_setup import TrainingRun, prepare_run
 
 CLIPS_DATASET = "clips-h32-train1"
 """The video recipes' default data: shape, time of day and a turn that exists only in time (:mod:`compgen.clips`)."""
-VIDEO_DEFAULTS: dict[str, Any] = dict(conditioning="quantized", tokenizer_data="training-classes")
-"""A clips dataset holds no per-clip value of every concept (``full`` needs them) and no tokenizer split: the frame
-tokenizer trains on the training clips' frames (in 16 px crops, which keep its codes local)."""
+VIDEO_DEFAULTS: dict[str, Any] = dict(conditioning="quantized")
+"""A clips dataset holds no per-clip value of every concept (``full`` needs them). The frame tokenizer trains, as the
+image recipes' do, on the frames of the ``tokenizer`` split (every class; ``--tokenizer_data training-classes``: the
+training clips' frames)."""
 
 
 def check_video_arguments(args: argparse.Namespace) -> None:
@@ -38,9 +39,5 @@ def prepare_video_run(parser: argparse.ArgumentParser, presets: dict[str, dict[s
     (which calls :func:`check_video_arguments`), and an export directory of images refused once loaded."""
     parser.set_defaults(**VIDEO_DEFAULTS)
     args, _, run = prepare_run(parser, presets, argv, validate=check_arguments, model_class=model_class,
-                               default_dataset=CLIPS_DATASET)
-    if run.train_data.num_frames == 1:  # an export directory of images: known once loaded
-        if run.start is not None:
-            run.start.claim.release()
-        parser.error(f"--dataset {args.dataset} holds images, not clips: train it with the image recipe")
+                               default_dataset=CLIPS_DATASET, clips=True)
     return args, run

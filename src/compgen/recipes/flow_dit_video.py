@@ -5,7 +5,7 @@ continuous video model): the DiT with a time axis, the continuous counterpart of
 
 The flags, the objective and the evaluation sampler are the ``flow-dit`` recipe's; the data a clips config
 (``clips-h32-train1``) or a clips export directory. The frame tokenizer (VQ by default, so that the two video
-objectives share their tokens; ``--tokenizer kl``) trains first on the training clips' frames into
+objectives share their tokens; ``--tokenizer kl``) trains first on the frames of the ``tokenizer`` split into
 ``OUTPUT/tokenizer``; each frame is encoded alone and the transformer denoises the latents of every frame together,
 ``(C, T, g, g)``. Every evaluation samples clips of every class and scores them with both clip scorers. ``OUTPUT`` then
 holds the pipeline (``FlowDiTVideoPipeline.from_pretrained(OUTPUT)``, ``frames`` for ``export_to_gif``), ``README.md``

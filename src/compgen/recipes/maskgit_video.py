@@ -5,7 +5,7 @@ model), with the JEPA target by default (its masks span time; ``--jepa_weight 0`
 
 The data are a clips config (``clips-h32-train1``: shape, time of day and a turn that exists only in time; or a clips
 export directory). The flags are the ``maskgit`` recipe's. The frame tokenizer, a VQ tokenizer of single frames,
-trains first on the training clips' frames (16 px crops: the clips have no tokenizer split) into ``OUTPUT/tokenizer``;
+trains first on the frames of the clips' ``tokenizer`` split (every class, labels unused) into ``OUTPUT/tokenizer``;
 each frame is tokenized alone and the transformer predicts every frame's tokens together. Every evaluation samples
 clips of every class and scores them with both clip scorers (``compgen.evaluation.clip_evaluation``). ``OUTPUT`` then
 holds the pipeline (``MaskGITVideoPipeline.from_pretrained(OUTPUT)``, whose ``frames`` go to

@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> None:
     add_vq_tokenizer_arguments(parser)
     add_tokenizer_kind_arguments(parser, allow_kl=True)
     parser.set_defaults(use_ema=False, lr_scheduler="cosine")
-    args, config, run = prepare_run(parser, PRESETS, argv, validate=check_arguments)
+    # images, or a clips dataset's frames (a frame tokenizer for the video recipes)
+    args, config, run = prepare_run(parser, PRESETS, argv, validate=check_arguments, clips=None)
     (train_kl_tokenizer if args.tokenizer == "kl" else train_vq_tokenizer)(args, run, config.output_dir)
 
 

@@ -1,0 +1,118 @@
+"""The video recipes end to end with tiny sizes (``maskgit-video``, ``flow-dit-video``): the frame tokenizer first,
+training on clips, evaluations by the clip scorers, the pipeline returning ``frames``, the card; and what clips
+refuse before any work."""
+
+import json
+
+import numpy as np
+import pytest
+from conftest import reset_accelerate_state
+
+from compgen import FlowDiTVideoPipeline, MaskGITVideoPipeline
+from compgen.data.clips_builder import build_clips_dataset
+from compgen.recipes import load_recipe
+
+TINY = ["--train_batch_size", "8", "--hidden_size", "16", "--num_layers", "2", "--num_heads", "2",
+        "--tokenizer_block_out_channels", "8,8,8", "--tokenizer_embed_dim", "4", "--codebook_size", "32",
+        "--tokenizer_steps", "3", "--learning_rate", "3e-3", "--logging_steps", "2", "--eval_inference_steps", "3",
+        "--seed", "0", "--max_train_steps", "4", "--eval_steps", "2", "--eval_images_per_class", "2",
+        "--checkpointing_steps", "2"]
+
+pytestmark = pytest.mark.usefixtures("fresh_accelerator_state")
+
+
+def export(dataset, root):
+    """``dataset`` in Hub layout (Parquet per split) under ``root``, as ``--dataset DIR`` reads it."""
+    (root / "data").mkdir(parents=True)
+    for split, data in dataset.items():
+        data.to_parquet(str(root / "data" / f"{split}-00000-of-00001.parquet"))
+    return root
+
+
+@pytest.fixture(scope="module")
+def clips_dir(tmp_path_factory):
+    """A tiny clips-h32-train1 split: 8 training clips per class, 2 test and 2 tokenizer clips of every class."""
+    root = tmp_path_factory.mktemp("tiny-clips")
+    dataset = build_clips_dataset("tiny-video", cache_dir=str(root / "cache"), split_preset="H32-train1",
+                                  clips_per_class=8, test_clips_per_class=2, tokenizer_clips_per_class=2)
+    return export(dataset, root / "export")
+
+
+@pytest.fixture(scope="module")
+def maskgit_run(clips_dir, tmp_path_factory):
+    reset_accelerate_state()
+    out = tmp_path_factory.mktemp("maskgit-video")
+    load_recipe("maskgit-video").main(["--dataset", str(clips_dir), "--output_dir", str(out), *TINY,
+                                        "--jepa_layers", "1,2", "--mask_type", "block"])
+    return out
+
+
+def records(out):
+    return [json.loads(line) for line in (out / "learning_dynamics.jsonl").read_text().splitlines()]
+
+
+def test_maskgit_video_trains_on_clips_and_exports_a_video_pipeline(maskgit_run):
+    out = maskgit_run
+    pipe = MaskGITVideoPipeline.from_pretrained(out)
+    pipe.set_progress_bar_config(disable=True)
+    assert pipe.transformer.config.num_frames == 8 and pipe.transformer.token_grid_shape == (8, 8, 8)
+    frames = pipe(["111", "000"], num_inference_steps=3, output_type="np").frames
+    assert frames.shape == (2, 8, 32, 32, 3) and frames.min() >= 0 and frames.max() <= 1
+    logged = records(out)
+    assert [r["step"] for r in logged] == [2, 4]
+    assert logged[-1]["num_frames"] == 8 and sorted(logged[-1]["accuracy"]) == [
+        "000", "001", "010", "011", "100", "101", "110", "111"]
+    assert set(logged[-1]["level_accuracy"]) == set(logged[-1]["pixel_level_accuracy"]) == {"0", "1", "2"}
+    assert "clip_probes" in logged[-1]["scorer_version"]
+    samples = np.load(sorted((out / "samples").glob("*.npz"))[-1])
+    assert samples["images"].shape[1:] == (8, 32, 32, 3)  # clips kept for sample strips
+    card = (out / "README.md").read_text()
+    assert "MaskGITVideoPipeline" in card and "export_to_gif" in card and "Clips of 8 frames" in card
+    assert "mask_type: `block`" in card and "| level | classes | final accuracy |" in card
+    # the frame tokenizer trained on the frames of the tokenizer split (every class)
+    options = json.loads((out / "tokenizer" / "tokenizer_options.json").read_text())
+    assert options["tokenizer_data"] == "all-classes"
+
+
+def test_flow_dit_video_shares_the_frame_tokenizer_and_exports_a_video_pipeline(maskgit_run, clips_dir,
+                                                                                tmp_path):
+    reset_accelerate_state()
+    out = tmp_path / "flow"
+    load_recipe("flow-dit-video").main(["--dataset", str(clips_dir), "--output_dir", str(out), *TINY,
+                                         "--tokenizer_path", str(maskgit_run / "tokenizer")])
+    pipe = FlowDiTVideoPipeline.from_pretrained(out)
+    pipe.set_progress_bar_config(disable=True)
+    assert pipe.transformer.latent_shape == (4, 8, 8, 8)
+    clips = pipe("111", num_inference_steps=3, output_type="pil").frames
+    assert len(clips) == 1 and len(clips[0]) == 8 and clips[0][0].size == (32, 32)
+    assert [r["step"] for r in records(out)] == [2, 4]
+    assert "FlowDiTVideoPipeline" in (out / "README.md").read_text()
+
+
+@pytest.mark.parametrize("recipe", ["maskgit-video", "flow-dit-video"])
+@pytest.mark.parametrize("flags, message", [
+    (["--dataset", "okawa-h32-train1"], "is an image config"),
+    (["--conditioning", "full"], "per-clip values of every concept"),
+])
+def test_what_clips_refuse_is_refused_before_any_work(recipe, flags, message, tmp_path, capsys):
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as exit_info:
+        load_recipe(recipe).main(["--output_dir", str(out), *flags])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+    assert not out.exists()  # nothing was written
+
+
+def test_a_video_recipe_refuses_images_and_an_image_recipe_clips(tmp_path, capsys):
+    from compgen.data.concept_graph_builder import build_concept_graph_dataset
+
+    images = build_concept_graph_dataset("tiny-images", cache_dir=str(tmp_path / "cache"), split_preset="H32-train1",
+                                         images_per_class=4, test_images_per_class=1)
+    directory = export(images, tmp_path / "images")
+    with pytest.raises(SystemExit) as exit_info:
+        load_recipe("maskgit-video").main(["--dataset", str(directory), "--output_dir", str(tmp_path / "run"),
+                                           "--no_eval"])
+    assert exit_info.value.code == 2 and "holds images, not clips" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:  # and an image recipe refuses clips
+        load_recipe("maskgit").main(["--dataset", "clips-h32-train1", "--output_dir", str(tmp_path / "run"),
+                                     "--no_eval", "--tokenizer_data", "training-classes"])
+    assert exit_info.value.code == 2 and "holds clips, not images" in capsys.readouterr().err
