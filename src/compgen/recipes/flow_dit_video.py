@@ -25,10 +25,10 @@ from compgen.training.tasks.flow_matching import FlowDiTVideoTask
 
 PRESETS = {
     "paper": flow_dit.PRESETS["paper"] | VIDEO_DEFAULTS | dict(eval_images_per_class=50),
-    # The same length, evaluations and frame tokenizer as maskgit-video's cpu-quick: the objective is what differs.
+    # The same batch, length, evaluations and frame tokenizer as maskgit-video's cpu-quick: the objective differs.
     "cpu-quick": flow_dit.PRESETS["cpu-quick"] | {
         name: maskgit_video.PRESETS["cpu-quick"][name]
-        for name in ("max_train_steps", "eval_steps", "eval_images_per_class", *VIDEO_DEFAULTS)},
+        for name in ("train_batch_size", "max_train_steps", "eval_steps", "eval_images_per_class", *VIDEO_DEFAULTS)},
 }
 
 
