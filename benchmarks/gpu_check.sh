@@ -16,7 +16,9 @@
 #     on one VQ tokenizer, three seeds, 12 cells of 2000 steps), four cells at a time; paper-b-ladder.tar.gz comes back.
 #   study (8 minutes or less): any study file, GRID_STUDY=studies/NAME.yaml (e.g. Paper A's findings at Paper A's scale,
 #     studies/paper_a_*_gpu.yaml; Paper B's JEPA finding at 8x10^4 steps, studies/paper_b_jepa_gpu.yaml with
-#     GRID_PARALLEL=6, first in line while issue "Paper B's JEPA finding" is open), GRID_PARALLEL cells at a time
+#     GRID_PARALLEL=6, first in line while issue "Paper B's JEPA finding" is open; Paper B's video question, the
+#     discrete against the continuous video model on three seeds, studies/paper_b_video.yaml with GRID_PARALLEL=6),
+#     GRID_PARALLEL cells at a time
 #     (default 1), stopped at BUDGET_S with the summary of what finished; study.tar.gz comes back.
 #   tests (two minutes or less): the GPU-only tests (the token transformers' CUDA attention backends and fp8 storage
 #     computed in bf16, tests/test_transformer_block.py); carry pytest's wheels in .whl too (pytest, pluggy,

@@ -118,17 +118,8 @@ class ClipTracker(LearningDynamicsTracker):
         scored = evaluate_clips(self.graph, clips, requested, self.probes)
         by_concept = scored.pop("concept_accuracy")
         record = {
-            "step": int(step),
-            "images_seen": None if images_seen is None else int(images_seen),
-            "wall_clock_s": round(time.perf_counter() - self._start, 3),
-            "eval_s": round(time.perf_counter() - eval_start, 3),
-            "generate_s": round(generate_seconds, 3),
-            "num_images_per_class": self.num_images_per_class,
+            **self._record_head(step, images_seen, eval_start, generate_seconds),
             "num_frames": int(clips.shape[1]),
-            "chance": self.chance["multiplicative"],
-            "chance_additive": self.chance["additive"],
-            "concept_space": self.graph.space.to_dict(),
-            "training_classes": [self.graph.format(c) for c in self.graph.training_classes],
             **scored,
             "object_rate": scored["typical"],
             "concept_accuracy": {name: {v: a["probes"] for v, a in row.items()} for name, row in by_concept.items()},

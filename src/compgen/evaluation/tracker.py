@@ -161,16 +161,7 @@ class LearningDynamicsTracker:
                 pixel_correct = per_image_correctness(pixel_predictions[rows], target).all(axis=1)
                 agreement[name] = float((probe_correct == pixel_correct).mean())
         record = {
-            "step": int(step),
-            "images_seen": None if images_seen is None else int(images_seen),
-            "wall_clock_s": round(time.perf_counter() - self._start, 3),
-            "eval_s": round(time.perf_counter() - eval_start, 3),
-            "generate_s": round(generate_seconds, 3),
-            "num_images_per_class": n,
-            "chance": self.chance["multiplicative"],
-            "chance_additive": self.chance["additive"],
-            "concept_space": self.graph.space.to_dict(),
-            "training_classes": [self.graph.format(c) for c in self.graph.training_classes],
+            **self._record_head(step, images_seen, eval_start, generate_seconds),
             "levels": dict(self.levels),
             "accuracy": accuracy,
             "additive_accuracy": additive,
@@ -204,6 +195,22 @@ class LearningDynamicsTracker:
                     ),
                 )
         return self._log(record, images, step, accelerator, sampling, self.scorer.version)
+
+    def _record_head(self, step: int, images_seen: int | None, eval_start: float, generate_seconds: float
+                     ) -> dict[str, Any]:
+        """The fields every record starts with: when it was taken, what it cost, and the graph it scores."""
+        return {
+            "step": int(step),
+            "images_seen": None if images_seen is None else int(images_seen),
+            "wall_clock_s": round(time.perf_counter() - self._start, 3),
+            "eval_s": round(time.perf_counter() - eval_start, 3),
+            "generate_s": round(generate_seconds, 3),
+            "num_images_per_class": self.num_images_per_class,
+            "chance": self.chance["multiplicative"],
+            "chance_additive": self.chance["additive"],
+            "concept_space": self.graph.space.to_dict(),
+            "training_classes": [self.graph.format(c) for c in self.graph.training_classes],
+        }
 
     def _log(self, record: dict[str, Any], samples: np.ndarray, step: int, accelerator: Any,
              sampling: dict[str, Any] | None, scorer_version: Any) -> dict[str, Any]:
