@@ -11,6 +11,7 @@ import numpy as np
 import PIL.Image
 import pytest
 import torch
+from diffusers import DDPMScheduler
 
 from compgen.clips import CLIP_SPACE
 from compgen.models.kl_tokenizer import build_kl_tokenizer
@@ -18,6 +19,7 @@ from compgen.models.tuple_dit import TupleConditionedDiT
 from compgen.models.vq_tokenizer import build_vq_tokenizer
 from compgen.pipelines.flow_dit import TupleConditionedFlowDiTPipeline, flow_matching_scheduler
 from compgen.pipelines.flow_dit_video import FlowDiTVideoPipeline
+from compgen.pipelines.tuple_dit import TupleConditionedDiTPipeline
 from compgen.training.tasks.flow_matching import FlowDiTVideoTask, FlowMatchingDiTTask
 from compgen.training.tasks.latent_tokenizer import latent_statistics, precompute_latents
 
@@ -191,6 +193,8 @@ def test_the_image_and_video_pipelines_refuse_each_others_transformer():
         TupleConditionedFlowDiTPipeline(vqvae=vq_tokenizer(), transformer=dit(), scheduler=flow_matching_scheduler(50))
     with pytest.raises(ValueError, match="num_frames 1: use TupleConditionedFlowDiTPipeline"):
         FlowDiTVideoPipeline(vqvae=vq_tokenizer(), transformer=dit(1), scheduler=flow_matching_scheduler(50))
+    with pytest.raises(ValueError, match="clips are sampled by flow matching"):  # no DDPM video pipeline
+        TupleConditionedDiTPipeline(vqvae=vq_tokenizer(), transformer=dit(), scheduler=DDPMScheduler(clip_sample=False))
 
 
 def test_a_kl_frame_tokenizer_decodes_the_clips():

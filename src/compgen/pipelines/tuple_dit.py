@@ -68,6 +68,10 @@ class TupleConditionedDiTPipeline(DiffusionPipeline, GuidedSamplingMixin):
         check_tokenizer(vqvae, vae, transformer)
         check_unclipped_scheduler(scheduler)
         check_not_flow_scheduler(scheduler)
+        if transformer.config.num_frames > 1:
+            raise ValueError(f"TupleConditionedDiTPipeline samples images but the transformer has num_frames "
+                             f"{transformer.config.num_frames}: clips are sampled by flow matching, "
+                             "FlowDiTVideoPipeline")
         self.register_modules(vqvae=vqvae, transformer=transformer, scheduler=scheduler, vae=vae)
         self.image_processor = VaeImageProcessor(do_resize=False)
 
