@@ -116,3 +116,15 @@ def test_a_video_recipe_refuses_images_and_an_image_recipe_clips(tmp_path, capsy
         load_recipe("maskgit").main(["--dataset", "clips-h32-train1", "--output_dir", str(tmp_path / "run"),
                                      "--no_eval", "--tokenizer_data", "training-classes"])
     assert exit_info.value.code == 2 and "holds clips, not images" in capsys.readouterr().err
+
+
+def test_a_video_run_gets_every_plot_its_clips_in_frame_strips(maskgit_run, tmp_path):
+    """The plots of an image run (results folders draw them) from a clip run's log and samples."""
+    from PIL import Image
+
+    from compgen.evaluation.plots import plot_all
+
+    written = plot_all(maskgit_run / "learning_dynamics.jsonl", tmp_path, samples_dir=maskgit_run / "samples")
+    assert all(path.is_file() for path in written) and (tmp_path / "samples.png").is_file()
+    width, height = Image.open(tmp_path / "samples.png").size
+    assert width > 2 * height  # eight classes high, two evaluations of eight-frame strips wide

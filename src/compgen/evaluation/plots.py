@@ -112,6 +112,8 @@ def plot_multiplicative_vs_additive(
         ("additive_accuracy", "--", "additive"),
         ("prob_product_accuracy", ":", "probability product"),
     ):
+        if metric not in records[-1]:  # a clip tracker's records have no probability product
+            continue
         ax.plot(x, moving_average([r[metric][name] for r in records], smoothing), style,
                 color=level_color(levels[name]), linewidth=1.8, label=label)
     _style_axis(ax, x, log_x, "step", "accuracy")
@@ -204,20 +206,24 @@ def load_sample_files(sample_dir: str | os.PathLike) -> list[tuple[int, np.ndarr
 def plot_sample_grid(
     samples: Sequence[tuple[int, np.ndarray, np.ndarray]], path: str | os.PathLike, max_columns: int = 8
 ) -> None:
-    """Generated samples over time: one row per class, one column per evaluation (first sample of each)."""
+    """Generated samples over time: one row per class, one column per evaluation (first sample of each; a clip is
+    shown as the strip of its frames)."""
     if not samples:
         raise ValueError("no samples to plot")
     if len(samples) > max_columns:
         keep = np.unique(np.linspace(0, len(samples) - 1, max_columns).round().astype(int))
         samples = [samples[i] for i in keep]
     classes = list(dict.fromkeys(str(c) for c in samples[0][2]))
-    fig, axes = subplots(len(classes), len(samples), figsize=(1.1 * len(samples) + 0.6, 1.1 * len(classes)),
-                         squeeze=False)
+    frames = samples[0][1].shape[1] if samples[0][1].ndim == 5 else 1
+    fig, axes = subplots(len(classes), len(samples),
+                         figsize=(1.1 * frames * len(samples) + 0.6, 1.1 * len(classes)), squeeze=False)
     for column, (step, images, names) in enumerate(samples):
         names = [str(c) for c in names]
         for row, name in enumerate(classes):
             ax = axes[row, column]
-            ax.imshow(images[names.index(name)], interpolation="nearest")
+            picture = images[names.index(name)]
+            ax.imshow(np.concatenate(list(picture), axis=1) if picture.ndim == 4 else picture,
+                      interpolation="nearest")
             ax.set_xticks([])
             ax.set_yticks([])
             if row == 0:
