@@ -128,3 +128,12 @@ def test_a_video_run_gets_every_plot_its_clips_in_frame_strips(maskgit_run, tmp_
     assert all(path.is_file() for path in written) and (tmp_path / "samples.png").is_file()
     width, height = Image.open(tmp_path / "samples.png").size
     assert width > 2 * height  # eight classes high, two evaluations of eight-frame strips wide
+
+
+def test_a_video_run_is_rescored_by_the_clip_scorers(maskgit_run):
+    from compgen.analysis.rescore import evaluate_run
+
+    record = evaluate_run(maskgit_run, images_per_class=2, num_inference_steps=3)
+    assert record["num_frames"] == 8 and record["image_size"] == 32 and "clip_probes" in record["scorer_version"]
+    assert set(record["level_accuracy"]) == set(record["pixel_level_accuracy"]) == {"0", "1", "2"}
+    assert record["evaluation_options"]["num_inference_steps"] == 3

@@ -120,6 +120,7 @@ class ClipTracker(LearningDynamicsTracker):
         record = {
             **self._record_head(step, images_seen, eval_start, generate_seconds),
             "num_frames": int(clips.shape[1]),
+            "image_size": int(clips.shape[-2]),
             **scored,
             "object_rate": scored["typical"],
             "concept_accuracy": {name: {v: a["probes"] for v, a in row.items()} for name, row in by_concept.items()},

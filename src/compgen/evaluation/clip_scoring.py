@@ -19,6 +19,7 @@ An atypical clip gets no reading (``-1``) and counts as wrong on every concept, 
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -112,7 +113,9 @@ def check_clips(frames: np.ndarray | torch.Tensor) -> ClipCheck:
 def read_clips(check: ClipCheck) -> np.ndarray:
     """``(N, 3)`` class indices (shape, time of day, turn) of checked clips; ``-1`` on every concept of an atypical
     one."""
-    shape = np.nanmedian(check.asymmetry, axis=1) > TRIANGLE_ASYMMETRY
+    with warnings.catch_warnings():  # a clip without an object in any frame has no asymmetry: atypical, set to -1
+        warnings.simplefilter("ignore", RuntimeWarning)
+        shape = np.nanmedian(check.asymmetry, axis=1) > TRIANGLE_ASYMMETRY
     night = check.background.mean(axis=(1, 2)) < NIGHT_BRIGHTNESS
     steps = np.diff(check.trajectory, axis=1)
     bend = (steps[:, :-1, 0] * steps[:, 1:, 1] - steps[:, :-1, 1] * steps[:, 1:, 0]).sum(axis=1)
