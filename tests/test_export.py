@@ -133,8 +133,9 @@ def test_publish_script_exports_the_clips_configs_with_their_preview(tmp_path, c
     publish.main(["--clips", "--output_dir", str(tmp_path / "clips"), "--configs", "clips-h32-train2", "--cache_dir",
                   str(tmp_path)])
     assert files_to_upload(tmp_path / "clips") == [
-        "README.md", "clips-h32-train2/test-00000-of-00001.parquet", "clips-h32-train2/tokenizer-00000-of-00001.parquet",
-        "clips-h32-train2/train-00000-of-00001.parquet", "images/clips-h32-train2.gif", "images/clips-h32-train2.png"]
+        "README.md", "clips-h32-train2/test-00000-of-00001.parquet",
+        "clips-h32-train2/tokenizer-00000-of-00001.parquet", "clips-h32-train2/train-00000-of-00001.parquet",
+        "images/clips-h32-train2.gif", "images/clips-h32-train2.png"]
     capsys.readouterr()
     with pytest.raises(SystemExit):  # a shapes config among clips: named, nothing written
         publish.main(["--clips", "--output_dir", str(tmp_path / "mixed"), "--configs", "okawa-fail1"])
