@@ -348,7 +348,8 @@ def prepare_run(
         if isinstance(error, ValueError):
             parser.error(str(error))  # e.g. an option that does not fit the data (image size, batch size)
         raise
-    logger.info("training data %s: %d images (%d px) of classes %s", dataset_name, len(train_data),
+    samples = f"clips of {train_data.num_frames} frames" if train_data.num_frames > 1 else "images"
+    logger.info("training data %s: %d %s (%d px) of classes %s", dataset_name, len(train_data), samples,
                 train_data.image_size, train_data.class_strings())
     run = TrainingRun(config, train_data, graph, probes, dataset_name=dataset_name, eval_data=eval_data, start=start,
                       initial=initial, splits=dataset_dict, profile=profile)
