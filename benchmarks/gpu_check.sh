@@ -17,7 +17,7 @@
 #   study (8 minutes or less): any study file, GRID_STUDY=studies/NAME.yaml (e.g. Paper A's findings at Paper A's scale,
 #     studies/paper_a_*_gpu.yaml; Paper B's JEPA finding at 8x10^4 steps, studies/paper_b_jepa_gpu.yaml with
 #     GRID_PARALLEL=6, first in line while issue "Paper B's JEPA finding" is open; Paper B's video question, the
-#     discrete against the continuous video model on three seeds, studies/paper_b_video.yaml with GRID_PARALLEL=6),
+#     discrete against the continuous video model on three seeds, studies/paper_b_video_gpu.yaml with GRID_PARALLEL=6),
 #     GRID_PARALLEL cells at a time
 #     (default 1), stopped at BUDGET_S with the summary of what finished; study.tar.gz comes back.
 #   tests (two minutes or less): the GPU-only tests (the token transformers' CUDA attention backends and fp8 storage
