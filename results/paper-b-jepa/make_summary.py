@@ -1,7 +1,8 @@
 """The JEPA comparison's summary.json and curves, from the machine folders the results-folder command wrote.
 
-    python results/paper-b-jepa/make_summary.py   # reads cpu/, choices/, choices-visible-block/ and
-                                                  # choices-jepa-lead/ (summary.json, logs, training_logs),
+    python results/paper-b-jepa/make_summary.py   # reads cpu/, choices/, choices-visible-block/,
+                                                  # choices-jepa-lead/ and choices-maskgit-visible-block/
+                                                  # (summary.json, logs, training_logs),
                                                   # mechanism/ and mechanism-choices/
 
 Per arm (MaskGIT, MaskGIT + JEPA, and any JEPA-choice arm) and scorer: every level's end, peak (with its step) and
@@ -41,8 +42,8 @@ SETUP = {  # the study's cells (studies/paper_b_jepa.yaml, the cpu-long preset o
 }
 WINDOWS = [(1, 1000), (1001, 3000), (3001, 10000), (10001, 20000), (20001, 80000)]
 NEAR_ZERO = 0.05
-FOLDERS = ("cpu", "choices", "choices-visible-block", "choices-jepa-lead")
-"""``paper_b_jepa.yaml``, then ``paper_b_jepa_choices.yaml`` (three parts)."""
+FOLDERS = ("cpu", "choices", "choices-visible-block", "choices-jepa-lead", "choices-maskgit-visible-block")
+"""``paper_b_jepa.yaml``, then ``paper_b_jepa_choices.yaml`` (four parts)."""
 
 
 def arm_of(cell: str) -> str:
