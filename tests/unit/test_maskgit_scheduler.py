@@ -134,3 +134,25 @@ def test_visible_block_masks_leave_one_contiguous_block_of_15_to_40_percent_visi
             seen.add((i, j))
             stack += [n for n in ((i + 1, j), (i - 1, j), (i, j + 1), (i, j - 1)) if n in cells]
         assert seen == cells
+
+
+def test_clip_block_masks_span_time_as_space_time_boxes():
+    """A clip's grid ``(T, H, W)``: the scheduled count over all ``T * H * W`` tokens, and a block is a box in space
+    and time (contiguous across frames as within them), unlike random masks."""
+    scheduler = MaskGITScheduler(mask_token_id=K)
+    shape = (4, 7, 7)
+    block = scheduler.sample_mask(256, shape, torch.Generator().manual_seed(0), "block")
+    random = scheduler.sample_mask(256, shape, torch.Generator().manual_seed(0), "random")
+    progress = torch.rand(256, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    expected = torch.ceil(scheduler.mask_ratio(progress) * 4 * L).long().clamp(1, 4 * L)
+    assert block.shape == (256, 4 * L) and torch.equal(block.sum(dim=1), expected)
+
+    def agreement_over_time(mask):
+        clips = mask.view(-1, *shape).float()
+        return (clips[:, 1:] == clips[:, :-1]).float().mean()
+
+    assert agreement_over_time(block) > agreement_over_time(random) + 0.15
+    frames_touched = block.view(-1, *shape).any(dim=(2, 3)).sum(dim=1)
+    assert (frames_touched > 1).float().mean() > 0.5  # most boxes span several frames
+    with pytest.raises(ValueError, match="grid_size"):
+        scheduler.sample_mask(2, (2, 4, 7, 7))
