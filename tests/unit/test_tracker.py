@@ -36,6 +36,7 @@ def probes():
     return default_shapes_probes(GRAPH.space)
 
 
+@pytest.mark.slow  # about 7 s of the fast tier (rendering and scoring every class): in `make test`
 def test_perfect_generator_scores_one_everywhere(probes, tmp_path):
     tracker = LearningDynamicsTracker(GRAPH, probes, num_images_per_class=50, log_path=tmp_path / "log.jsonl")
     calls = []
