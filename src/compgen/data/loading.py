@@ -82,7 +82,7 @@ class ConceptImageData:
 
     def frames_as_images(self) -> ConceptImageData:
         """Every frame as an image of its clip's class (a frame tokenizer's training images); images unchanged."""
-        if self.num_frames == 1 and self.images.ndim == 4:
+        if self.images.ndim == 4:
             return self
         repeat = self.num_frames
         values = None if self.concept_values is None else self.concept_values.repeat_interleave(repeat, 0)
