@@ -29,6 +29,7 @@ from .concept_inputs import (
     prepare_concept_inputs,
 )
 from .latent_decoding import check_tokenizer, decode_standardized_latents
+from .video_output import check_frames
 
 FLOW_SCHEDULERS = (FlowMatchEulerDiscreteScheduler, FlowMatchHeunDiscreteScheduler)
 """The diffusers schedulers that integrate a flow-matching velocity (the pipeline's ``scheduler``)."""
@@ -102,12 +103,8 @@ class TupleConditionedFlowDiTPipeline(DiffusionPipeline, GuidedSamplingMixin):
         super().__init__()
         check_tokenizer(vqvae, vae, transformer)
         check_flow_scheduler(scheduler)
-        if (transformer.config.num_frames > 1) != self._samples_clips:
-            raise ValueError(
-                f"{type(self).__name__} samples {'clips' if self._samples_clips else 'images'} but the transformer has "
-                f"num_frames {transformer.config.num_frames}: use "
-                f"{'TupleConditionedFlowDiTPipeline' if self._samples_clips else 'FlowDiTVideoPipeline'} for it"
-            )
+        check_frames(type(self).__name__, transformer, self._samples_clips,
+                     "TupleConditionedFlowDiTPipeline" if self._samples_clips else "FlowDiTVideoPipeline")
         self.register_modules(vqvae=vqvae, transformer=transformer, scheduler=scheduler, vae=vae)
         self.image_processor = VaeImageProcessor(do_resize=False)
 

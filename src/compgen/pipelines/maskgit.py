@@ -24,6 +24,7 @@ from .concept_inputs import (
     check_unmasking_options,
     prepare_concept_inputs,
 )
+from .video_output import check_frames
 
 
 class MaskGITPipeline(DiffusionPipeline, GuidedSamplingMixin):
@@ -55,12 +56,8 @@ class MaskGITPipeline(DiffusionPipeline, GuidedSamplingMixin):
                 f"the tokenizer has {vqvae.config.num_vq_embeddings} codes but the transformer predicts "
                 f"{transformer.config.codebook_size}"
             )
-        if (transformer.config.num_frames > 1) != self._samples_clips:
-            raise ValueError(
-                f"{type(self).__name__} samples {'clips' if self._samples_clips else 'images'} but the transformer has "
-                f"num_frames {transformer.config.num_frames}: use "
-                f"{'MaskGITPipeline' if self._samples_clips else 'MaskGITVideoPipeline'} for it"
-            )
+        check_frames(type(self).__name__, transformer, self._samples_clips,
+                     "MaskGITPipeline" if self._samples_clips else "MaskGITVideoPipeline")
         self.register_modules(vqvae=vqvae, transformer=transformer, scheduler=scheduler)
         self.image_processor = VaeImageProcessor(do_resize=False)
 

@@ -34,6 +34,14 @@ def check_video_output_type(output_type: str) -> None:
         raise ValueError(f"output_type must be one of {VIDEO_OUTPUT_TYPES}, got {output_type!r}")
 
 
+def check_frames(owner: str, transformer, samples_clips: bool, other: str) -> None:
+    """Refuse a transformer whose ``num_frames`` is not what ``owner`` (a pipeline or a task) samples: clips for a
+    video one, images for an image one; ``other`` names the one that takes it."""
+    if (transformer.config.num_frames > 1) != samples_clips:
+        raise ValueError(f"{owner} {'samples clips' if samples_clips else 'samples images'} but the transformer has "
+                         f"num_frames {transformer.config.num_frames}: use {other} for it")
+
+
 def postprocess_frames(frames: torch.Tensor, num_frames: int, output_type: str
                        ) -> torch.Tensor | np.ndarray | list[list[PIL.Image.Image]]:
     """Decoded frames ``(B * T, 3, H, W)`` in [-1, 1], clip after clip, as ``output_type`` clips (see the module)."""

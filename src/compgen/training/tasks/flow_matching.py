@@ -91,16 +91,15 @@ class FlowMatchingDiTTask(LatentTokenizerMixin, TrainingTask):
         **option_values: Any,
     ) -> None:
         from ...pipelines.flow_dit import check_flow_scheduler
+        from ...pipelines.video_output import check_frames
 
         self.options = options if options is not None else self.Options(**option_values)
         if not isinstance(scheduler, FlowMatchEulerDiscreteScheduler):
             raise ValueError(f"the flow-matching task trains on a FlowMatchEulerDiscreteScheduler's sigmas, got "
                              f"{type(scheduler).__name__}")
         check_flow_scheduler(scheduler)
-        if (transformer.config.num_frames > 1) != self.samples_clips:
-            raise ValueError(f"{type(self).__name__} trains {'clips' if self.samples_clips else 'images'} but the "
-                             f"transformer has num_frames {transformer.config.num_frames}: use "
-                             f"{'FlowMatchingDiTTask' if self.samples_clips else 'FlowDiTVideoTask'} for it")
+        check_frames(type(self).__name__, transformer, self.samples_clips,
+                     "FlowMatchingDiTTask" if self.samples_clips else "FlowDiTVideoTask")
         self.model = transformer
         self.scheduler = scheduler
         self.tokenizer = tokenizer.eval().requires_grad_(False)
