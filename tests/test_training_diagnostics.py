@@ -53,3 +53,8 @@ def test_a_weighted_cross_entropy_gives_the_ratio_the_optimizer_sees():
     assert "effective_grad_norm_ratio" not in summarize_diagnostics(scalars(), [(1, 50)])[0]
     assert effective_ratio({"grad_norm_ratio": 0.2, "ce_weight": 0.0}) == float("inf")
     assert effective_ratio({"ce": 1.0}) is None
+    # With the cross-entropy off (``--cross_entropy_delay_steps``) there is no ratio: such records are counted.
+    delayed = [row | {"ce_weight": 0.0 if row["step"] <= 20 else 0.1} for row in scalars()]
+    row = summarize_diagnostics(delayed, [(1, 50)])[0]
+    assert row["cross_entropy_off_records"] == 1  # step 20; step 40's ratio 0.4 at weight 0.1 is the median
+    assert row["effective_grad_norm_ratio"] == pytest.approx(4.0)

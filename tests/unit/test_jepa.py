@@ -180,3 +180,27 @@ def test_cross_entropy_warmup_lets_the_jepa_term_lead():
         check_cross_entropy_warmup(200, 0.6, 100)
     with pytest.raises(ValueError, match="integer >= 0"):
         check_cross_entropy_warmup(-1, 0.6, 100)
+
+
+def test_cross_entropy_delay_trains_the_jepa_term_alone_first():
+    """With ``cross_entropy_delay_steps`` the cross-entropy's weight is exactly 0 for those steps (the loss is the JEPA
+    term alone and the output head gets no gradient), then the ramp starts; a delay that cannot work is refused."""
+    from compgen.training.tasks.maskgit import check_cross_entropy_warmup
+
+    task = tiny_jepa_task(cross_entropy_delay_steps=3, cross_entropy_warmup_steps=2)
+    batch = {"index": torch.arange(6), "concepts": torch.randint(0, 2, (6, 3)), "values": torch.zeros(6, 0)}
+    for step, weight in ((0, 0.0), (2, 0.0), (3, 0.0), (4, 0.5), (5, 1.0), (9, 1.0)):
+        loss, scalars = task.compute_loss(task.model, batch, torch.Generator().manual_seed(2), step=step)
+        assert float(scalars["ce_weight"]) == weight
+        torch.testing.assert_close(loss.detach(), weight * scalars["ce"] + task.jepa_weight * scalars["jepa"])
+    task.model.zero_grad()
+    loss, _ = task.compute_loss(task.model, batch, torch.Generator().manual_seed(2), step=1)
+    loss.backward()
+    assert all(p.grad is None or not p.grad.any() for p in task.model.transformer.head.parameters())
+    assert any(p.grad is not None and p.grad.any() for p in task.model.transformer.blocks.parameters())
+    with pytest.raises(ValueError, match="needs a JEPA term"):
+        check_cross_entropy_warmup(0, 0.0, 100, delay_steps=5)
+    with pytest.raises(ValueError, match=r"\(90 \+ 20\) is longer than the run"):
+        check_cross_entropy_warmup(20, 0.6, 100, delay_steps=90)
+    with pytest.raises(ValueError, match="cross_entropy_delay_steps must be an integer"):
+        check_cross_entropy_warmup(0, 0.6, 100, delay_steps=2.5)

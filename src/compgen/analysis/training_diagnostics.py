@@ -99,8 +99,9 @@ def summarize_diagnostics(scalars: Sequence[dict[str, Any]], windows: Sequence[t
                           ) -> list[dict[str, Any]]:
     """Medians of the diagnostics over each ``(first_step, last_step)`` window: the cross-entropy, the JEPA loss, the
     gradient-norm ratio, the smallest per-layer target spread and, for a run whose cross-entropy is weighted
-    (``--cross_entropy_warmup_steps``, ``ce_weight`` in its log), the *effective* ratio: the JEPA term's gradient over
-    the weighted cross-entropy's, what the optimizer's step is made of (:func:`effective_ratio`)."""
+    (``--cross_entropy_warmup_steps`` or ``--cross_entropy_delay_steps``, ``ce_weight`` in its log), the *effective*
+    ratio: the JEPA term's gradient over the weighted cross-entropy's, what the optimizer's step is made of
+    (:func:`effective_ratio`; records at weight 0 have none and are counted)."""
     rows = []
     spread_keys = layer_keys(scalars, "jepa_target_spread_")
     for first, last in windows:
@@ -112,7 +113,12 @@ def summarize_diagnostics(scalars: Sequence[dict[str, Any]], windows: Sequence[t
                 row[key] = round(float(np.median(values)), 6)
         effective = [value for r in inside if (value := effective_ratio(r)) is not None]
         if effective and any("ce_weight" in r for r in inside):
-            row["effective_grad_norm_ratio"] = round(float(np.median(effective)), 6)
+            # Records with the cross-entropy off (weight 0: the JEPA term alone) have no ratio; they are counted.
+            finite = [value for value in effective if np.isfinite(value)]
+            if finite:
+                row["effective_grad_norm_ratio"] = round(float(np.median(finite)), 6)
+            if len(finite) < len(effective):
+                row["cross_entropy_off_records"] = len(effective) - len(finite)
         spreads = [min(r[k] for k in spread_keys if k in r) for r in inside if any(k in r for k in spread_keys)]
         if spreads:
             row["min_target_spread"] = round(float(np.median(spreads)), 4)

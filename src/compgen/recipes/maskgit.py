@@ -94,8 +94,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     jepa.add_argument("--no_jepa_target_norm", dest="jepa_target_norm", action="store_false")
     jepa.add_argument("--jepa_predictor_init", default="zero", choices=list(JEPA_PREDICTOR_INITS),
                       help="the predictor's last layer at zero, or PyTorch's default initialisation")
+    jepa.add_argument("--cross_entropy_delay_steps", type=int, default=0,
+                      help="train the JEPA term alone (cross-entropy weight 0) for these first steps")
     jepa.add_argument("--cross_entropy_warmup_steps", type=int, default=0,
-                      help="ramp the cross-entropy's weight 0 -> 1 over these first steps, so the JEPA term leads")
+                      help="then ramp the cross-entropy's weight 0 -> 1 over these steps, so the JEPA term leads")
     sampling = parser.add_argument_group("evaluation sampling")
     sampling.add_argument("--eval_inference_steps", type=int, default=12)
     sampling.add_argument("--eval_temperature", type=float, default=2.0)

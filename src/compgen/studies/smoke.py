@@ -22,7 +22,7 @@ SMOKE_TOKENIZER_FLAGS: dict[str, Any] = {"tokenizer_block_out_channels": "8,8,8"
                                          "codebook_size": 32,
                                          "max_train_steps": 2, "train_batch_size": 8}
 """Flags of every tokenizer."""
-SMOKE_STEP_FLAGS: dict[str, int] = {"cross_entropy_warmup_steps": 1}
+SMOKE_STEP_FLAGS: dict[str, int] = {"cross_entropy_delay_steps": 1, "cross_entropy_warmup_steps": 1}
 """Step counts a cell's flags may set that must fit the smoke run's two steps (set to these where a model sets them)."""
 
 

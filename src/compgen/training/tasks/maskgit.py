@@ -41,16 +41,19 @@ def check_jepa_weight(jepa_weight: float, name: str = "jepa_weight") -> None:
         raise ValueError(f"{name} must be a finite number >= 0 (0 trains plain MaskGIT), got {jepa_weight}")
 
 
-def check_cross_entropy_warmup(warmup_steps: int, jepa_weight: float, total_steps: int) -> None:
-    """Raise ``ValueError`` unless ``warmup_steps`` is an integer in [0, total_steps] and, when positive, a JEPA term
-    is there to lead (plain MaskGIT with a zero cross-entropy weight would learn nothing)."""
-    if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
-        raise ValueError(f"cross_entropy_warmup_steps must be an integer >= 0, got {warmup_steps!r}")
-    if warmup_steps and jepa_weight <= 0:
-        raise ValueError("cross_entropy_warmup_steps > 0 needs a JEPA term (jepa_weight > 0): plain MaskGIT with a "
-                         "zero cross-entropy weight learns nothing")
-    if warmup_steps > total_steps:
-        raise ValueError(f"cross_entropy_warmup_steps ({warmup_steps}) is longer than the run ({total_steps} steps)")
+def check_cross_entropy_warmup(warmup_steps: int, jepa_weight: float, total_steps: int, delay_steps: int = 0) -> None:
+    """Raise ``ValueError`` unless ``delay_steps`` and ``warmup_steps`` are integers >= 0 that fit in the run together
+    and, when either is positive, a JEPA term is there to lead (plain MaskGIT with a zero cross-entropy weight would
+    learn nothing)."""
+    for name, steps in (("cross_entropy_delay_steps", delay_steps), ("cross_entropy_warmup_steps", warmup_steps)):
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+            raise ValueError(f"{name} must be an integer >= 0, got {steps!r}")
+    if (warmup_steps or delay_steps) and jepa_weight <= 0:
+        raise ValueError("cross_entropy_warmup_steps or cross_entropy_delay_steps > 0 needs a JEPA term (jepa_weight "
+                         "> 0): plain MaskGIT with a zero cross-entropy weight learns nothing")
+    if delay_steps + warmup_steps > total_steps:
+        raise ValueError(f"cross_entropy_delay_steps + cross_entropy_warmup_steps ({delay_steps} + {warmup_steps}) "
+                         f"is longer than the run ({total_steps} steps)")
 
 
 @torch.no_grad()
@@ -92,8 +95,10 @@ class MaskGITOptions(TaskOptions):
     """Layer-normalised targets (``False``: raw hidden states)."""
     jepa_predictor_init: str = "zero"
     """The predictor's last layer at zero or at PyTorch's default initialisation (:data:`JEPA_PREDICTOR_INITS`)."""
+    cross_entropy_delay_steps: int = 0
+    """The cross-entropy is off (weight 0) for these first steps: the JEPA term alone trains the transformer."""
     cross_entropy_warmup_steps: int = 0
-    """The cross-entropy's weight ramps 0 -> 1 over these steps, so that the JEPA term leads (0: no ramp)."""
+    """Then the cross-entropy's weight ramps 0 -> 1 over these steps, so that the JEPA term leads (0: no ramp)."""
     total_steps: int = 1
     mask_type: str = "random"
     """``"random"`` (MaskGIT), ``"block"`` or ``"visible_block"`` (Paper B's context) training masks."""
@@ -115,7 +120,8 @@ class MaskGITOptions(TaskOptions):
             raise ValueError(f"mask_type must be one of {MASK_TYPES}, got {self.mask_type!r}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
-        check_cross_entropy_warmup(self.cross_entropy_warmup_steps, self.jepa_weight, self.total_steps)
+        check_cross_entropy_warmup(self.cross_entropy_warmup_steps, self.jepa_weight, self.total_steps,
+                                   self.cross_entropy_delay_steps)
         check_at_least_one(eval_inference_steps=self.eval_inference_steps, eval_batch_size=self.eval_batch_size)
         check_temperature(self.eval_temperature, "eval_temperature")
 
@@ -200,7 +206,7 @@ class MaskGITTask(TrainingTask):
         per_layer = jepa_layer_losses(predictions, target_hidden, mask, self.jepa_target_norm)
         jepa = per_layer.mean()
         scalars = {"ce": ce.detach(), "jepa": jepa.detach()}
-        if self.cross_entropy_warmup_steps:
+        if self.cross_entropy_warmup_steps or self.cross_entropy_delay_steps:
             scalars["ce_weight"] = torch.tensor(ce_weight)
         for index, layer in enumerate(self.jepa_layers):
             scalars[f"jepa_layer_{layer}"] = per_layer[index].detach()
@@ -211,9 +217,13 @@ class MaskGITTask(TrainingTask):
         return ce_weight * ce + self.jepa_weight * jepa, scalars
 
     def cross_entropy_weight(self, step: int) -> float:
-        """The cross-entropy's weight at ``step``: 0 -> 1 linearly over ``cross_entropy_warmup_steps``, then 1, so
-        the JEPA term alone shapes the representation first (Paper B's early phase, where its JEPA arm learns no class
-        for about 8x10^3 steps)."""
+        """The cross-entropy's weight at ``step``: 0 for ``cross_entropy_delay_steps``, then 0 -> 1 linearly over
+        ``cross_entropy_warmup_steps``, then 1, so the JEPA term alone shapes the representation first (Paper B's
+        early phase, where its JEPA arm learns no class for about 8x10^3 steps). Adam's step does not shrink with a
+        loss's scale, so only a weight of exactly 0 keeps the cross-entropy from leading."""
+        step -= self.cross_entropy_delay_steps
+        if step < 0:
+            return 0.0
         if step >= self.cross_entropy_warmup_steps:
             return 1.0
         return step / self.cross_entropy_warmup_steps
