@@ -12,7 +12,7 @@ import time
 
 import pytest
 import torch
-from repo_scripts import REPO_ROOT
+from repo_scripts import REPO_ROOT, log_steps, torchrun
 from safetensors.torch import load_file
 
 from compgen import GIVTPipeline, MARPipeline, MaskGITPipeline, TupleConditionedDDPMPipeline
@@ -39,19 +39,6 @@ def dataset_dir(tmp_path_factory):
     for split, data in dataset.items():
         data.to_parquet(str(root / "data" / f"{split}-00000-of-00001.parquet"))
     return root
-
-
-def torchrun(script: str, *argv: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-               str(REPO_ROOT / script), *argv]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    result = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-4000:]
-    return result
-
-
-def log_steps(output_dir):
-    return [json.loads(line)["step"] for line in (output_dir / "learning_dynamics.jsonl").read_text().splitlines()]
 
 
 @pytest.mark.slow

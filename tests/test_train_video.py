@@ -6,7 +6,10 @@ import json
 
 import numpy as np
 import pytest
+import torch
 from conftest import reset_accelerate_state
+from repo_scripts import log_steps, torchrun
+from safetensors.torch import load_file
 
 from compgen import FlowDiTVideoPipeline, MaskGITVideoPipeline
 from compgen.data.clips_builder import build_clips_dataset
@@ -137,3 +140,31 @@ def test_a_video_run_is_rescored_by_the_clip_scorers(maskgit_run):
     assert record["num_frames"] == 8 and record["image_size"] == 32 and "clip_probes" in record["scorer_version"]
     assert set(record["level_accuracy"]) == set(record["pixel_level_accuracy"]) == {"0", "1", "2"}
     assert record["evaluation_options"]["num_inference_steps"] == 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("recipe", ["maskgit-video", "flow-dit-video"])
+def test_two_process_video_runs_log_once_and_resume_exactly(recipe, maskgit_run, clips_dir, tmp_path):
+    """A video family data-parallel in two processes: one log line per evaluation (the clip scorers run once), and a
+    run stopped at step 2 and resumed ends with the weights of an uninterrupted one (masks or noise draws included)."""
+    script = f"examples/train_{recipe.replace('-', '_')}.py"
+    flags = ["--dataset", str(clips_dir), *TINY, "--tokenizer_path", str(maskgit_run / "tokenizer"),
+             "--mixed_precision", "no", "--lr_scheduler", "constant"]  # a constant rate lets a run stop at step 2
+    if recipe == "maskgit-video":  # MaskGIT + JEPA, masks spanning time; its target's momentum constant too
+        flags += ["--jepa_layers", "1,2", "--jepa_momentum_schedule", "constant"]
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    torchrun(script, *flags, "--output_dir", str(straight))
+    assert log_steps(straight) == [2, 4]
+    state = json.loads((straight / "checkpoints" / "checkpoint-4" / "trainer_state.json").read_text())
+    assert state["num_processes"] == 2 and state["images_seen"] == 4 * 2 * 8  # 4 steps of 2 x 8 clips
+    torchrun(script, *flags, "--max_train_steps", "2", "--output_dir", str(resumed))
+    torchrun(script, *flags, "--output_dir", str(resumed), "--resume_from_checkpoint", "latest")
+    assert log_steps(resumed) == [2, 4]
+    weights = "transformer/diffusion_pytorch_model.safetensors"
+    a, b = load_file(str(straight / weights)), load_file(str(resumed / weights))
+    for name in a:
+        torch.testing.assert_close(b[name], a[name], rtol=0, atol=0, msg=name)
+    pipeline = {"maskgit-video": MaskGITVideoPipeline, "flow-dit-video": FlowDiTVideoPipeline}[recipe]
+    pipe = pipeline.from_pretrained(straight)
+    pipe.set_progress_bar_config(disable=True)
+    assert pipe("111", num_inference_steps=2, output_type="np").frames.shape == (1, 8, 32, 32, 3)
