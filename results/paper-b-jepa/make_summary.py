@@ -42,8 +42,9 @@ SETUP = {  # the study's cells (studies/paper_b_jepa.yaml, the cpu-long preset o
 }
 WINDOWS = [(1, 1000), (1001, 3000), (3001, 10000), (10001, 20000), (20001, 80000)]
 NEAR_ZERO = 0.05
-FOLDERS = ("cpu", "choices", "choices-visible-block", "choices-jepa-lead", "choices-maskgit-visible-block")
-"""``paper_b_jepa.yaml``, then ``paper_b_jepa_choices.yaml`` (four parts)."""
+FOLDERS = ("cpu", "choices", "choices-visible-block", "choices-jepa-lead", "choices-maskgit-visible-block",
+           "choices-maskgit-label-smoothing")
+"""``paper_b_jepa.yaml``, then ``paper_b_jepa_choices.yaml`` (five parts)."""
 
 
 def arm_of(cell: str) -> str:
