@@ -157,6 +157,12 @@ def collect(folder: Path) -> dict:
         arm.update(shares(arm["seeds"]))
         times = [s["wall_clock_s"] for s in arm["seeds"] if s["wall_clock_s"]]
         arm["wall_clock_s"] = [min(times), max(times)] if times else None
+    for key, arm in arms.items():  # Paper A's length against the README's length on the same seeds (paired)
+        short = arms.get(key.removesuffix(f" ({LENGTH_STEPS} steps)"))
+        if key.endswith(f"({LENGTH_STEPS} steps)") and short is not None:
+            rows = {row["seed"]: row for row in short["seeds"]}
+            if all(row["seed"] in rows for row in arm["seeds"]):
+                arm[f"same_seeds_at_{STEPS}_steps"] = shares([rows[row["seed"]] for row in arm["seeds"]])
     for arm in arms.values():  # each variant against the default data of its split, by both measures
         base = arms.get(f"film on {arm['split']}")
         if base is None or base is arm:
@@ -201,7 +207,8 @@ def main() -> None:
     summary = json.loads((folder / "summary.json").read_text())
     keys = ("data", "split", "source", "seeds_run", "held_seeds", "held_by_probes_only_seeds", "held",
             "held_interval_95", "held_fisher_p_against_default",
-            "held_by_probes_only", "held_by_probes_only_interval_95", "held_by_probes_only_fisher_p_against_default")
+            "held_by_probes_only", "held_by_probes_only_interval_95", "held_by_probes_only_fisher_p_against_default",
+            f"same_seeds_at_{STEPS}_steps")
     summary["headline_shares"] = {name: {k: arm[k] for k in keys if k in arm} for name, arm in result["arms"].items()}
     (folder / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     (folder / "figures").mkdir(exist_ok=True)
