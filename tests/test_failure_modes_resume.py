@@ -117,3 +117,28 @@ def test_a_resume_that_names_the_seed_the_run_defaulted_to_is_the_same_run(tmp_p
     with pytest.raises(CheckpointError, match="data_seed"):
         RunDirectory.check_resumable(state, tmp_path, TrainingConfig(output_dir=str(tmp_path), seed=0, data_seed=1),
                                      1, [])
+
+
+def test_a_run_started_with_auto_precision_resumes_where_auto_is_bf16(tmp_path, monkeypatch):
+    """A checkpoint records the precision ``auto`` resolved to (``bf16`` on a CPU with native bf16); the check
+    before any work compares the resumed run's options resolved the same way, so ``auto`` resumes its own run and
+    an explicit other precision is still refused."""
+    import dataclasses
+
+    import torch
+
+    from compgen.training.checkpoint import CheckpointError
+    from compgen.training.config import TrainingConfig
+    from compgen.training.run_directory import RunDirectory
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True, raising=False)
+    started = TrainingConfig(output_dir=str(tmp_path), mixed_precision="auto")
+    trained = started.resolved()
+    assert (trained.mixed_precision, trained.eval_mixed_precision) == ("bf16", "bf16")
+    assert trained.resolved() == trained
+    state = {"config": trained.to_json_dict(), "fingerprint": trained.fingerprint()}
+    RunDirectory.check_resumable(state, tmp_path, started, 1, [])
+    RunDirectory.check_resumable(state, tmp_path, dataclasses.replace(started, mixed_precision="bf16"), 1, [])
+    with pytest.raises(CheckpointError, match="mixed_precision 'bf16' there vs 'no' now"):
+        RunDirectory.check_resumable(state, tmp_path, dataclasses.replace(started, mixed_precision="no"), 1, [])

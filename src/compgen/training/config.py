@@ -12,7 +12,7 @@ import hashlib
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import torch
@@ -198,6 +198,13 @@ class TrainingConfig:
             from ..hub import check_hub_access
 
             check_hub_access(self.hub_token)
+
+    def resolved(self) -> TrainingConfig:
+        """These options with ``auto`` precision resolved (:func:`resolve_mixed_precision`; the evaluation's defaults
+        to the training's): what a run trains with and its checkpoints record, so what a resume is compared on."""
+        precision = resolve_mixed_precision(self.mixed_precision)
+        eval_precision = resolve_mixed_precision(self.eval_mixed_precision or precision)
+        return replace(self, mixed_precision=precision, eval_mixed_precision=eval_precision)
 
     def fingerprint(self) -> str:
         """A hash of every option that changes the training trajectory (all but :data:`RUN_OPTIONS`)."""

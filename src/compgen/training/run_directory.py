@@ -109,6 +109,7 @@ class RunDirectory:
         checkpoint at ``path``: the same training options (all but :data:`RUN_OPTIONS`), the same number of
         processes, and the same length if anything runs over it (the learning rate or one of ``task_schedules``)."""
         saved = trainer_state.get("config", {})
+        config = config.resolved()  # a checkpoint records the precision ``auto`` trained in, not ``auto``
         if isinstance(saved.get("extra"), dict):  # a checkpoint written before an option's rename: its old name
             saved = saved | {"extra": renamed_options(saved["extra"])}
         fingerprint = trainer_state.get("fingerprint")

@@ -22,7 +22,6 @@ and starts from the weights its caller resolved (``initial``, :func:`compgen.lau
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import math
@@ -57,7 +56,7 @@ from .acceleration import (
     enable_gradient_checkpointing,
 )
 from .batches import batch_indices, check_batch_fits, make_batch, mix_seed
-from .config import TrainingConfig, multi_cpu_launch, resolve_mixed_precision
+from .config import TrainingConfig, multi_cpu_launch
 from .ema import ExponentialMovingAverage, MomentumSchedule
 from .export import finish_run
 from .fine_tuning import FINE_TUNE_PHASE, InitialWeights, load_initial_weights, source_log_lines
@@ -102,9 +101,7 @@ class Trainer:
             raise ValueError(f"init_from {config.init_from}: pass the weights it names, resolved once before any work "
                              "(compgen.launch.init_from.check_init_from), as initial")
         # ``auto`` precision is resolved once, so checkpoints, logs and the card record what actually ran.
-        precision = resolve_mixed_precision(config.mixed_precision)
-        eval_precision = resolve_mixed_precision(config.eval_mixed_precision or precision)
-        self.config = dataclasses.replace(config, mixed_precision=precision, eval_mixed_precision=eval_precision)
+        self.config = config.resolved()
         self.task = task
         self.options_checked = options_checked
         self.train_data = train_data
