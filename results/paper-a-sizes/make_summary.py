@@ -4,7 +4,8 @@
 
 Reads the folder's ``summary.json`` and ``logs/`` (written by ``python -m compgen.analysis.results_folder``) and the
 baselines, the README's command on the default data, from ``results/paper-a-seeds/`` (:data:`BASELINES`: ten seeds
-on H32-train1, three on H32-train2, each with its own date and machine). Per arm (model of
+on H32-train1, three on H32-train2, each with its own date and machine), and the results folders beside it: later
+seeds (``more-seeds/``), Paper A's length (``length/``), the other splits (``other-splits/``). Per arm (model of
 ``studies/paper_a_sizes.yaml`` and its split): per seed whether Paper A's headline holds by compgen's strict criterion
 (:func:`compgen.evaluation.compare.headline_held`: both scorers, the last three evaluations, fidelity >= 0.75) and by
 Paper A's own measure (the probes alone, same evaluations, no fidelity), each level's lowest accuracy, the fidelity and
@@ -42,6 +43,9 @@ LENGTH_FOLDER, LENGTH_STEPS = "length", 7800
 """Where the Paper-A-length runs are (``studies/paper_a_length.yaml``, a results folder of their own), their length."""
 LENGTH_MODELS = {"length-default": "film", "length-touching": "sizes-touching"}
 """Each model of ``studies/paper_a_length.yaml`` and the 800-step model of the same data."""
+MORE_SEEDS_FOLDER = "more-seeds"
+"""Where later seeds of the 800-step arms are (``studies/paper_a_sizes.yaml``, run on another date: a results folder
+of their own); each joins the arm of its model and split."""
 OTHER_SPLITS_FOLDER = "other-splits"
 """Where the H32-train3 and -train4 runs at the touching data are (``studies/paper_a_sizes_other_splits.yaml``, a
 results folder of their own)."""
@@ -126,6 +130,22 @@ def collect(folder: Path) -> dict:
             "source": f"results/paper-a-seeds/{name} ({base['date']}, {base['machine']})",
             "seeds": [seed_row(arm_and_split(run)[2], read_log(baseline / base["runs"][run]["log"]),
                                base["runs"][run].get("wall_clock_s")) for run in runs]}
+    more = folder / MORE_SEEDS_FOLDER
+    if (more / "summary.json").is_file():  # later seeds of the arms above: each joins its model and split's arm
+        runs = json.loads((more / "summary.json").read_text())["runs"]
+        for run, entry in sorted(runs.items(), key=lambda item: arm_and_split(item[0])[1:]):
+            if entry["last_step"] < STEPS:
+                continue
+            model, split, seed = arm_and_split(run)
+            arm = arms[f"{model} on {split}"]
+            if seed in {row["seed"] for row in arm["seeds"]}:
+                raise ValueError(f"{run}: seed {seed} of {model} on {split} is in the arm already")
+            source = f"{folder.name}/{MORE_SEEDS_FOLDER}"
+            if source not in arm["source"]:
+                arm["source"] += f", seeds {seed}+: {source}"
+                arm["study"] += "" if "paper_a_sizes.yaml" in arm["study"] else ", studies/paper_a_sizes.yaml"
+            arm["seeds"].append(seed_row(seed, read_log(more / entry["log"]), entry.get("wall_clock_s")))
+            arm["seeds"].sort(key=lambda row: row["seed"])
     length = folder / LENGTH_FOLDER
     if (length / "summary.json").is_file():  # Paper A's schedule: the README's U-Net to 7800 steps, LR to 0
         runs = json.loads((length / "summary.json").read_text())["runs"]
