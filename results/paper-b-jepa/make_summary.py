@@ -42,11 +42,10 @@ SETUP = {  # the study's cells (studies/paper_b_jepa.yaml, the cpu-long preset o
 }
 WINDOWS = [(1, 1000), (1001, 3000), (3001, 10000), (10001, 20000), (20001, 80000)]
 NEAR_ZERO = 0.05
-CROSS_ENTROPY_DELAY = {"jepa-first": 8000}  # arms that train the JEPA term alone first (--cross_entropy_delay_steps)
 PAIRED_STEPS = 2000  # every cell's levels this many cross-entropy steps in: a delayed arm against a fresh run
 FOLDERS = ("cpu", "choices", "choices-visible-block", "choices-jepa-lead", "choices-maskgit-visible-block",
            "choices-maskgit-label-smoothing", "choices-jepa-first")
-"""``paper_b_jepa.yaml``, then ``paper_b_jepa_choices.yaml`` (five parts)."""
+"""``paper_b_jepa.yaml``, then ``paper_b_jepa_choices.yaml`` (one folder per part)."""
 
 
 def arm_of(cell: str) -> str:
@@ -99,15 +98,16 @@ def main() -> None:
                  "evaluations": len(records), "levels": {}}
         for scorer, key in SCORERS.items():
             entry["levels"][scorer] = {level: level_numbers(records, key, level) for level in ("0", "1", "2")}
-        paired = CROSS_ENTROPY_DELAY.get(arm_of(name), 0) + PAIRED_STEPS
-        record = next((r for r in records if int(r["step"]) == paired), None)
+        folder, run = runs[name]
+        scalars = read_log(folder / run["training_log"]) if run.get("training_log") else []
+        # the cross-entropy's delay (--cross_entropy_delay_steps), read from the log: its last step at weight 0
+        delay = max((int(r["step"]) for r in scalars if r.get("ce_weight") == 0.0), default=0)
+        record = next((r for r in records if int(r["step"]) == delay + PAIRED_STEPS), None)
         if record is not None:
-            entry[f"at_{PAIRED_STEPS}_cross_entropy_steps"] = {"step": paired} | {
+            entry[f"at_{PAIRED_STEPS}_cross_entropy_steps"] = {"step": delay + PAIRED_STEPS} | {
                 scorer: {level: round(float(record[key][level]), 4) for level in ("0", "1", "2")}
                 for scorer, key in SCORERS.items()}
-        folder, run = runs[name]
-        if run.get("training_log"):
-            scalars = read_log(folder / run["training_log"])
+        if scalars:
             if any("grad_norm_ratio" in r for r in scalars):
                 entry["diagnostics"] = [row for row in summarize_diagnostics(scalars, WINDOWS) if row["records"]]
         summary["cells"][name] = entry
