@@ -82,9 +82,17 @@ def test_resume_after_a_crash_gives_the_weights_of_an_uninterrupted_run(small_da
     with pytest.raises(CrashAt):
         Trainer(config(crashed), make_task(data, crash_step=5), data, graph).train()
     assert [step for step, _ in list_checkpoints(crashed / "checkpoints")] == [3]
+    # The run's wall clock goes on from the checkpoint's (a run trained in parts reports its whole time): say the
+    # first part took 1000 s to reach step 3.
+    trainer_state = crashed / "checkpoints" / "checkpoint-3" / "trainer_state.json"
+    first_part = json.loads(trainer_state.read_text())
+    assert 0 < first_part["wall_clock_s"] < 1000
+    trainer_state.write_text(json.dumps(first_part | {"wall_clock_s": 1000.0}))
     reset_accelerate_state()
     # A fresh model (different init would not matter): resume restores weights, optimizer, EMA and data order.
     Trainer(config(crashed, resume_from_checkpoint="latest"), make_task(data), data, graph).train()
+    whole = json.loads((crashed / "checkpoints" / "checkpoint-6" / "trainer_state.json").read_text())["wall_clock_s"]
+    assert 1000.0 < whole < 1000.0 + 600
 
     straight = load_file(str(tmp_path / "straight" / "unet" / "diffusion_pytorch_model.safetensors"))
     resumed = load_file(str(crashed / "unet" / "diffusion_pytorch_model.safetensors"))

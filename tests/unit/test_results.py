@@ -35,6 +35,16 @@ def test_a_run_summary_gives_final_best_first_step_and_the_collapse_by_both_scor
     assert summary["first_evaluation_step"] == 100
 
 
+def test_a_run_trained_in_parts_whose_clock_restarted_reports_the_sum_of_its_parts():
+    """Checkpoints written before they carried the wall clock resume it at 0: the summary adds the parts up."""
+    records = _records([0.2, 0.5, 0.9, 1.0, 1.0])
+    for record, clock in zip(records, (10.0, 20.0, 5.0, 15.0, 25.0), strict=True):
+        record["wall_clock_s"] = clock
+    summary = run_summary(records)
+    assert (summary["wall_clock_s"], summary["wall_clock_parts"]) == (45.0, 2)
+    assert "wall_clock_parts" not in run_summary(_records([0.2, 1.0]))
+
+
 def test_a_run_evaluated_from_a_late_step_says_where_its_evaluations_start():
     """A run with ``--eval_start_step 600``: its first step at 0.9 is its first evaluation, and the summary says that
     nothing before it is known."""

@@ -67,11 +67,25 @@ def run_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
                          hybrid=int(failures.get("hybrid", 0)), pale=int(failures.get("pale", 0)))
         summary["final_fidelity_level"] = dict(last["fidelity_level"])
     summary["headline"] = headline_held(records)  # Paper A's criterion: both scorers, last three, fidelity
-    summary["wall_clock_s"] = round(float(last.get("wall_clock_s", 0.0)), 1)
+    summary["wall_clock_s"], parts = run_wall_clock(records)
+    if parts > 1:  # resumed from checkpoints that did not carry the clock
+        summary["wall_clock_parts"] = parts
     for key in ("scorer_version", "commit"):
         if key in last:
             summary[key] = last[key]
     return summary
+
+
+def run_wall_clock(records: Sequence[dict[str, Any]]) -> tuple[float, int]:
+    """A run's wall-clock seconds and the number of parts it was trained in, from its evaluation records.
+
+    A run resumed from a checkpoint that carries the clock logs it on (``compgen.training.state``); one resumed from an
+    older checkpoint starts again at 0, so the clock falls where a part begins. Such a run's time is the sum of each
+    part's last evaluation: a lower bound (an earlier part's time from its last evaluation to its checkpoint is not in
+    the log)."""
+    clocks = [float(record.get("wall_clock_s", 0.0)) for record in records]
+    ends = [before for before, after in zip(clocks, clocks[1:], strict=False) if after < before]
+    return round(sum(ends) + clocks[-1], 1), len(ends) + 1
 
 
 def seed_statistics(final: Sequence[float], best: Sequence[float],

@@ -111,7 +111,9 @@ class LearningDynamicsTracker:
         self.record_fields: dict[str, Any] = {}
         """Fields added to every record (a fine-tuning run's phase: :mod:`compgen.training.fine_tuning`)."""
         self.commit = source_commit()
-        self._start = time.perf_counter()
+        self.clock_origin = time.perf_counter()
+        """The ``time.perf_counter()`` at which ``wall_clock_s`` reads 0; a resumed run's trainer sets it to the run's
+        origin (:class:`~compgen.training.state.TrainState`), so that the log counts the earlier parts too."""
 
     def evaluate(
         self, generate: SampleFunction, step: int, images_seen: int | None = None, accelerator: Any = None,
@@ -202,7 +204,7 @@ class LearningDynamicsTracker:
         return {
             "step": int(step),
             "images_seen": None if images_seen is None else int(images_seen),
-            "wall_clock_s": round(time.perf_counter() - self._start, 3),
+            "wall_clock_s": round(time.perf_counter() - self.clock_origin, 3),
             "eval_s": round(time.perf_counter() - eval_start, 3),
             "generate_s": round(generate_seconds, 3),
             "num_images_per_class": self.num_images_per_class,

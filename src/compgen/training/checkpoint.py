@@ -8,7 +8,7 @@ functions of ``(seed, s)`` (see :mod:`compgen.training.tasks.base`), so no rando
   hyperparameters);
 - ``lr_scheduler.json``: the learning-rate scheduler's state;
 - ``<name>.safetensors``: further modules (the EMA weights, a JEPA target encoder);
-- ``trainer_state.json``: step, images seen, the configuration and the run id;
+- ``trainer_state.json``: step, images seen, the configuration, the run id and the wall-clock so far;
 - ``model_config.json``: the diffusers configurations of the model and its parts, by class name.
 
 Every rank holds the same weights and optimizer state under data parallelism, so the main process alone writes, to a

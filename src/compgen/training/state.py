@@ -5,6 +5,7 @@ id, so that a resumed run replays exactly the steps an uninterrupted run would h
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +38,13 @@ class TrainState:
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     first_nonfinite_step: torch.Tensor | None = None
     """Device scalar: the first step whose loss was not finite since the last check (``inf`` when none)."""
+    clock_origin: float = field(default_factory=time.perf_counter)
+    """The ``time.perf_counter()`` at which the run's wall clock reads 0: a resumed run's lies back by the time its
+    earlier parts took to reach the checkpoint, so that a run trained in parts logs its whole wall-clock."""
 
+    def wall_clock_s(self) -> float:
+        """Seconds the run has trained so far, its earlier parts (up to the checkpoint it resumed from) included."""
+        return time.perf_counter() - self.clock_origin
 
 
 def _checkpoint_modules(state: TrainState, task: TrainingTask) -> dict[str, nn.Module]:
@@ -50,7 +57,7 @@ def _checkpoint_modules(state: TrainState, task: TrainingTask) -> dict[str, nn.M
 def _trainer_state(state: TrainState, config: TrainingConfig, accelerator: Accelerator) -> dict[str, Any]:
     return {"step": state.step, "images_seen": state.images_seen, "run_id": state.run_id,
             "fingerprint": config.fingerprint(), "num_processes": accelerator.num_processes,
-            "config": config.to_json_dict()}
+            "wall_clock_s": round(state.wall_clock_s(), 3), "config": config.to_json_dict()}
 
 
 def save_state(run_directory: RunDirectory, accelerator: Accelerator, state: TrainState, config: TrainingConfig,
@@ -88,6 +95,8 @@ def resume(run_directory: RunDirectory, candidates: list[Path], accelerator: Acc
             logger.warning("resuming from the previous intact checkpoint %s", candidate)
         state.step, state.images_seen = int(trainer_state["step"]), int(trainer_state["images_seen"])
         state.run_id = trainer_state.get("run_id", state.run_id)
+        # checkpoints written before the wall clock was saved resume their clock at 0
+        state.clock_origin = time.perf_counter() - float(trainer_state.get("wall_clock_s", 0.0))
         logger.info("resumed from %s at step %d", candidate, state.step)
         return
     raise CheckpointError(

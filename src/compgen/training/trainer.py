@@ -171,8 +171,9 @@ class Trainer:
 
     # --- evaluation log -------------------------------------------------------------------------------------
 
-    def _make_tracker(self) -> LearningDynamicsTracker | None:
-        """The tracker, holding the records a resumed run logged before (the log is truncated to the checkpoint)."""
+    def _make_tracker(self, state: TrainState) -> LearningDynamicsTracker | None:
+        """The tracker, holding the records a resumed run logged before (the log is truncated to the checkpoint) and
+        the run's clock (its wall-clock counts the earlier parts)."""
         if self.probes is None:
             return None
         from ..evaluation.clip_evaluation import ClipTracker
@@ -189,6 +190,7 @@ class Trainer:
             sample_dir=self.run_directory.sample_dir,
         )
         tracker.records = read_log(self.log_path) if self.log_path.is_file() else []
+        tracker.clock_origin = state.clock_origin
         if self.initial is not None:
             tracker.record_fields = {"phase": FINE_TUNE_PHASE, "phase_start_step": self.step_offset}
         return tracker
@@ -284,7 +286,7 @@ class Trainer:
         # process evaluates and writes.
         evaluating = self.probes is not None
         with self._phase("setup: evaluation scorers"):
-            tracker = self._make_tracker() if accelerator.is_main_process else None
+            tracker = self._make_tracker(state) if accelerator.is_main_process else None
         if evaluating and self.initial is not None and state.step == 0:  # the loaded weights on the new graph
             if tracker is not None:
                 logger.info("before fine-tuning: %s", format_record(self.evaluate(accelerator, state, tracker)))
