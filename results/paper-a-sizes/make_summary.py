@@ -137,10 +137,12 @@ def collect(folder: Path) -> dict:
             if entry["last_step"] < STEPS:
                 continue
             model, split, seed = arm_and_split(run)
-            arm = arms[f"{model} on {split}"]
+            source = f"{folder.name}/{MORE_SEEDS_FOLDER}"
+            arm = arms.setdefault(f"{model} on {split}", {  # an arm run only on the later date starts here
+                "data": DATA[model], "split": split, "study": "studies/paper_a_sizes.yaml", "source": source,
+                "seeds": []})
             if seed in {row["seed"] for row in arm["seeds"]}:
                 raise ValueError(f"{run}: seed {seed} of {model} on {split} is in the arm already")
-            source = f"{folder.name}/{MORE_SEEDS_FOLDER}"
             if source not in arm["source"]:
                 arm["source"] += f", seeds {seed}+: {source}"
                 arm["study"] += "" if "paper_a_sizes.yaml" in arm["study"] else ", studies/paper_a_sizes.yaml"
