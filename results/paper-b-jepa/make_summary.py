@@ -1,7 +1,9 @@
 """The JEPA comparison's summary.json and curves, from the machine folders the results-folder command wrote.
 
     python results/paper-b-jepa/make_summary.py   # reads cpu/, choices/, choices-visible-block/,
-                                                  # choices-jepa-lead/ and choices-maskgit-visible-block/
+                                                  # choices-jepa-lead/, choices-maskgit-visible-block/,
+                                                  # choices-maskgit-label-smoothing/, choices-jepa-first/
+                                                  # and choices-jepa-label-smoothing/
                                                   # (summary.json, logs, training_logs),
                                                   # mechanism/ and mechanism-choices/
 
@@ -44,7 +46,7 @@ WINDOWS = [(1, 1000), (1001, 3000), (3001, 10000), (10001, 20000), (20001, 80000
 NEAR_ZERO = 0.05
 PAIRED_STEPS = 2000  # every cell's levels this many cross-entropy steps in: a delayed arm against a fresh run
 FOLDERS = ("cpu", "choices", "choices-visible-block", "choices-jepa-lead", "choices-maskgit-visible-block",
-           "choices-maskgit-label-smoothing", "choices-jepa-first")
+           "choices-maskgit-label-smoothing", "choices-jepa-first", "choices-jepa-label-smoothing")
 """``paper_b_jepa.yaml``, then ``paper_b_jepa_choices.yaml`` (one folder per part)."""
 
 
