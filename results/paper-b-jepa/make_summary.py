@@ -2,8 +2,8 @@
 
     python results/paper-b-jepa/make_summary.py   # reads cpu/, choices/, choices-visible-block/,
                                                   # choices-jepa-lead/, choices-maskgit-visible-block/,
-                                                  # choices-maskgit-label-smoothing/, choices-jepa-first/
-                                                  # and choices-jepa-label-smoothing/
+                                                  # choices-maskgit-label-smoothing/, choices-jepa-first/,
+                                                  # choices-jepa-label-smoothing/ and choices-jepa-lead-combined/
                                                   # (summary.json, logs, training_logs),
                                                   # mechanism/ and mechanism-choices/
 
@@ -46,7 +46,8 @@ WINDOWS = [(1, 1000), (1001, 3000), (3001, 10000), (10001, 20000), (20001, 80000
 NEAR_ZERO = 0.05
 PAIRED_STEPS = 2000  # every cell's levels this many cross-entropy steps in: a delayed arm against a fresh run
 FOLDERS = ("cpu", "choices", "choices-visible-block", "choices-jepa-lead", "choices-maskgit-visible-block",
-           "choices-maskgit-label-smoothing", "choices-jepa-first", "choices-jepa-label-smoothing")
+           "choices-maskgit-label-smoothing", "choices-jepa-first", "choices-jepa-label-smoothing",
+           "choices-jepa-lead-combined")
 """``paper_b_jepa.yaml``, then ``paper_b_jepa_choices.yaml`` (one folder per part)."""
 
 
