@@ -1,9 +1,6 @@
 """The JEPA comparison's summary.json and curves, from the machine folders the results-folder command wrote.
 
-    python results/paper-b-jepa/make_summary.py   # reads cpu/, choices/, choices-visible-block/,
-                                                  # choices-jepa-lead/, choices-maskgit-visible-block/,
-                                                  # choices-maskgit-label-smoothing/, choices-jepa-first/,
-                                                  # choices-jepa-label-smoothing/ and choices-jepa-lead-combined/
+    python results/paper-b-jepa/make_summary.py   # reads cpu/, choices/ and every choices-*/ folder
                                                   # (summary.json, logs, training_logs),
                                                   # mechanism/ and mechanism-choices/
 
@@ -45,10 +42,9 @@ SETUP = {  # the study's cells (studies/paper_b_jepa.yaml, the cpu-long preset o
 WINDOWS = [(1, 1000), (1001, 3000), (3001, 10000), (10001, 20000), (20001, 80000)]
 NEAR_ZERO = 0.05
 PAIRED_STEPS = 2000  # every cell's levels this many cross-entropy steps in: a delayed arm against a fresh run
-FOLDERS = ("cpu", "choices", "choices-visible-block", "choices-jepa-lead", "choices-maskgit-visible-block",
-           "choices-maskgit-label-smoothing", "choices-jepa-first", "choices-jepa-label-smoothing",
-           "choices-jepa-lead-combined")
-"""``paper_b_jepa.yaml``, then ``paper_b_jepa_choices.yaml`` (one folder per part)."""
+FOLDERS = ("cpu", "choices", *sorted(path.name for path in HERE.glob("choices-*") if path.is_dir()))
+"""``paper_b_jepa.yaml``, then ``paper_b_jepa_choices.yaml``: one results folder per arm run on its own, each found by
+its name, so a new arm's folder needs no registration here."""
 
 
 def arm_of(cell: str) -> str:
