@@ -7,9 +7,10 @@
 Per arm (MaskGIT, MaskGIT + JEPA, and any JEPA-choice arm) and scorer: every level's end, peak (with its step) and
 first step at 0.9 per seed; Paper B's precondition (plain MaskGIT's level 2 rises, then falls towards 0: its peak, its
 end, and the end's share of the peak) and its effect (the JEPA arm's level 2 against MaskGIT's, at the end and at the
-peak); the JEPA term's diagnostics over windows of steps (medians of the cross-entropy, the JEPA loss, the
-gradient-norm ratio on the shared blocks and the smallest target spread); each cell's wall-clock; the mechanism
-measures of the final models. Figures: level 2 (and levels 0, 1) of every cell against the step, both scorers.
+peak, for the main arms and for every choice run in both objectives); the JEPA term's diagnostics over windows of
+steps (medians of the cross-entropy, the JEPA loss, the gradient-norm ratio on the shared blocks and the smallest
+target spread); each cell's wall-clock; the mechanism measures of the final models. Figures: level 2 (and levels 0,
+1) of every cell against the step, both scorers.
 """
 
 from __future__ import annotations
@@ -135,6 +136,17 @@ def main() -> None:
             effect[scorer] = {key: [round(j - p, 4) for j, p in zip(jepa[key], plain[key], strict=False)]
                               for key in ("end", "peak")}
         summary["effect_jepa_minus_maskgit"] = effect
+    # Each choice run in both objectives (maskgit-X against jepa-X: visible blocks, label smoothing, 8 layers): the
+    # JEPA arm's level 2 above plain MaskGIT's with the same choice, seed by seed.
+    choice_effects = {}
+    for plain_arm in sorted(a for a in summary["arms"] if a.startswith("maskgit-") and a != "maskgit-jepa"):
+        choice = plain_arm.removeprefix("maskgit-")
+        if f"jepa-{choice}" in summary["arms"]:
+            choice_effects[choice] = {scorer: {key: [
+                round(j - p, 4) for j, p in zip(summary["arms"][f"jepa-{choice}"]["level2"][scorer][key],
+                                                summary["arms"][plain_arm]["level2"][scorer][key], strict=False)]
+                for key in ("end", "peak")} for scorer in SCORERS}
+    summary["choice_effects_jepa_minus_maskgit"] = choice_effects
     records = {}  # the main study's six final models, then the choice arms'
     for folder in ("mechanism", "mechanism-choices"):
         if (HERE / folder / "mechanism.json").is_file():
