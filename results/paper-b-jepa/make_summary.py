@@ -62,6 +62,13 @@ def level_numbers(records: list[dict], scorer_key: str, level: str) -> dict:
             "end_share_of_peak": round(values[-1] / values[peak], 4) if values[peak] > 0 else None}
 
 
+def level2_difference(jepa: dict, plain: dict) -> dict:
+    """A JEPA arm's level 2 above its plain MaskGIT arm's, seed by seed, at the end and at the peak, per scorer."""
+    return {scorer: {key: [round(j - p, 4) for j, p in zip(jepa["level2"][scorer][key], plain["level2"][scorer][key],
+                                                           strict=False)]
+                     for key in ("end", "peak")} for scorer in SCORERS}
+
+
 def plot_curves(cells: dict[str, list[dict]], path: Path) -> None:
     fig, axes = subplots(2, 3, figsize=(13, 6.5), sharex=True, sharey=True)
     styles = {"maskgit": "-", "maskgit-jepa": "--"}
@@ -129,24 +136,14 @@ def main() -> None:
                                     "end_below_half_of_peak": [end < 0.5 * peak for end, peak in
                                                                zip(ends, peaks, strict=True)]}
         summary["precondition"] = precondition
-    if {"maskgit", "maskgit-jepa"} <= set(summary["arms"]):
-        effect = {}
-        for scorer in SCORERS:
-            plain, jepa = (summary["arms"][a]["level2"][scorer] for a in ("maskgit", "maskgit-jepa"))
-            effect[scorer] = {key: [round(j - p, 4) for j, p in zip(jepa[key], plain[key], strict=False)]
-                              for key in ("end", "peak")}
-        summary["effect_jepa_minus_maskgit"] = effect
-    # Each choice run in both objectives (maskgit-X against jepa-X: visible blocks, label smoothing, 8 layers): the
-    # JEPA arm's level 2 above plain MaskGIT's with the same choice, seed by seed.
-    choice_effects = {}
-    for plain_arm in sorted(a for a in summary["arms"] if a.startswith("maskgit-") and a != "maskgit-jepa"):
-        choice = plain_arm.removeprefix("maskgit-")
-        if f"jepa-{choice}" in summary["arms"]:
-            choice_effects[choice] = {scorer: {key: [
-                round(j - p, 4) for j, p in zip(summary["arms"][f"jepa-{choice}"]["level2"][scorer][key],
-                                                summary["arms"][plain_arm]["level2"][scorer][key], strict=False)]
-                for key in ("end", "peak")} for scorer in SCORERS}
-    summary["choice_effects_jepa_minus_maskgit"] = choice_effects
+    arms = summary["arms"]
+    if {"maskgit", "maskgit-jepa"} <= set(arms):
+        summary["effect_jepa_minus_maskgit"] = level2_difference(arms["maskgit-jepa"], arms["maskgit"])
+    # Each choice run in both objectives (maskgit-X against jepa-X: visible blocks, label smoothing, 8 layers).
+    summary["choice_effects_jepa_minus_maskgit"] = {
+        choice: level2_difference(arms[f"jepa-{choice}"], arms[f"maskgit-{choice}"])
+        for choice in sorted(a.removeprefix("maskgit-") for a in arms if a.startswith("maskgit-"))
+        if f"jepa-{choice}" in arms}
     records = {}  # the main study's six final models, then the choice arms'
     for folder in ("mechanism", "mechanism-choices"):
         if (HERE / folder / "mechanism.json").is_file():
