@@ -2,7 +2,7 @@
 
     python results/paper-b-jepa/make_summary.py   # reads cpu/, choices/ and every choices-*/ folder
                                                   # (summary.json, logs, training_logs),
-                                                  # mechanism/ and mechanism-choices/
+                                                  # mechanism/ and every mechanism-*/ folder
 
 Per arm (MaskGIT, MaskGIT + JEPA, and any JEPA-choice arm) and scorer: every level's end, peak (with its step) and
 first step at 0.9 per seed; Paper B's precondition (plain MaskGIT's level 2 rises, then falls towards 0: its peak, its
@@ -145,7 +145,7 @@ def main() -> None:
         for choice in sorted(a.removeprefix("maskgit-") for a in arms if a.startswith("maskgit-"))
         if f"jepa-{choice}" in arms}
     records = {}  # the main study's six final models, then the choice arms'
-    for folder in ("mechanism", "mechanism-choices"):
+    for folder in ("mechanism", *sorted(path.name for path in HERE.glob("mechanism-*") if path.is_dir())):
         if (HERE / folder / "mechanism.json").is_file():
             records |= json.loads((HERE / folder / "mechanism.json").read_text())
     if records:
