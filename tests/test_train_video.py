@@ -82,10 +82,13 @@ def test_flow_dit_video_shares_the_frame_tokenizer_and_exports_a_video_pipeline(
     reset_accelerate_state()
     out = tmp_path / "flow"
     load_recipe("flow-dit-video").main(["--dataset", str(clips_dir), "--output_dir", str(out), *TINY,
-                                         "--tokenizer_path", str(maskgit_run / "tokenizer")])
+                                         "--tokenizer_path", str(maskgit_run / "tokenizer"),
+                                         "--position_embedding", "factorized"])
     pipe = FlowDiTVideoPipeline.from_pretrained(out)
     pipe.set_progress_bar_config(disable=True)
     assert pipe.transformer.latent_shape == (4, 8, 8, 8)
+    assert pipe.transformer.config.position_embedding_type == "factorized"
+    assert MaskGITVideoPipeline.from_pretrained(maskgit_run).transformer.config.position_embedding_type == "joint"
     clips = pipe("111", num_inference_steps=3, output_type="pil").frames
     assert len(clips) == 1 and len(clips[0]) == 8 and clips[0][0].size == (32, 32)
     assert [r["step"] for r in records(out)] == [2, 4]
@@ -96,6 +99,7 @@ def test_flow_dit_video_shares_the_frame_tokenizer_and_exports_a_video_pipeline(
 @pytest.mark.parametrize("flags, message", [
     (["--dataset", "okawa-h32-train1"], "is an image config"),
     (["--conditioning", "full"], "per-clip values of every concept"),
+    (["--position_embedding", "diagonal"], "invalid choice: 'diagonal'"),
 ])
 def test_what_clips_refuse_is_refused_before_any_work(recipe, flags, message, tmp_path, capsys):
     out = tmp_path / "run"

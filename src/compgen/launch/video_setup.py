@@ -8,6 +8,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from ..models.space_time_positions import POSITION_EMBEDDING_TYPES
 from ..training.fine_tuning import InitialWeights
 from .run_setup import TrainingRun, prepare_run
 
@@ -37,7 +38,20 @@ def prepare_video_run(parser: argparse.ArgumentParser, presets: dict[str, dict[s
                       model_class: type) -> tuple[argparse.Namespace, TrainingRun]:
     """:func:`~compgen.launch.run_setup.prepare_run` over clips: the video defaults, the recipe's ``check_arguments``
     (which calls :func:`check_video_arguments`), and an export directory of images refused once loaded."""
+    parser.add_argument_group("clips").add_argument(
+        "--position_embedding", default="joint", choices=list(POSITION_EMBEDDING_TYPES),
+        help="the transformer's positions: a learned vector per space-time position (joint), or a frame's grid "
+             "positions shared by every frame plus a learned vector per frame (factorized)")
     parser.set_defaults(**VIDEO_DEFAULTS)
     args, _, run = prepare_run(parser, presets, argv, validate=check_arguments, model_class=model_class,
                                default_dataset=CLIPS_DATASET, clips=True)
     return args, run
+
+
+def space_time_options(args: argparse.Namespace, run: TrainingRun) -> dict[str, Any]:
+    """What a token transformer is built with for the run's data: its frames, and for clips the position embedding
+    ``--position_embedding`` chose (a video recipe's flag; images have one kind)."""
+    options: dict[str, Any] = dict(num_frames=run.train_data.num_frames)
+    if options["num_frames"] > 1:
+        options["position_embedding_type"] = args.position_embedding
+    return options

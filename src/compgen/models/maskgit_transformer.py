@@ -22,6 +22,7 @@ from torch import nn
 
 from .concept_embedding import ConceptConditionedMixin
 from .config_bounds import check_config_bounds
+from .space_time_positions import SpaceTimePositionsMixin
 from .transformer_block import LegacyBlockWeightsMixin, TokenAttentionMixin, transformer_blocks
 
 
@@ -35,8 +36,8 @@ class MaskGITTransformerOutput(BaseOutput):
     hidden_states: tuple[torch.Tensor, ...] | None = None
 
 
-class MaskGITTransformer(LegacyBlockWeightsMixin, ConceptConditionedMixin, TokenAttentionMixin, ModelMixin,
-                         ConfigMixin):
+class MaskGITTransformer(LegacyBlockWeightsMixin, ConceptConditionedMixin, SpaceTimePositionsMixin,
+                         TokenAttentionMixin, ModelMixin, ConfigMixin):
     r"""Predicts the VQ index of every image token from a partially masked grid and a concept tuple.
 
     Args:
@@ -55,6 +56,9 @@ class MaskGITTransformer(LegacyBlockWeightsMixin, ConceptConditionedMixin, Token
         num_frames: Frames of a clip (1: images). A clip's tokens are its frames' grids, frame after frame, each
             frame tokenized alone by the image tokenizer (a frame tokenizer); the position embedding is learned over
             every space-time position, so attention spans space and time alike.
+        position_embedding_type: ``"joint"`` (a learned vector per space-time position) or, for clips,
+            ``"factorized"`` (a frame's grid positions shared by every frame plus a learned vector per frame;
+            :mod:`compgen.models.space_time_positions`).
     """
 
     _supports_gradient_checkpointing = True
@@ -74,6 +78,7 @@ class MaskGITTransformer(LegacyBlockWeightsMixin, ConceptConditionedMixin, Token
         continuous_concepts: dict[str, list[list[float]]] | None = None,
         concept_dropout: float = 0.0,
         num_frames: int = 1,
+        position_embedding_type: str = "joint",
     ) -> None:
         check_config_bounds(type(self).__name__, locals())
         super().__init__()
@@ -87,8 +92,7 @@ class MaskGITTransformer(LegacyBlockWeightsMixin, ConceptConditionedMixin, Token
         self.num_tokens = num_frames * grid_size * grid_size
         self.num_concepts = space.num_variables
         self.token_embedding = nn.Embedding(codebook_size + 1, hidden_size)
-        self.position_embedding = nn.Parameter(torch.zeros(1, self.num_concepts + self.num_tokens, hidden_size))
-        nn.init.trunc_normal_(self.position_embedding, std=0.02)
+        self._init_positions(self.num_concepts, grid_size, num_frames, hidden_size, 0.02, position_embedding_type)
         self.concept_embedding = self._concept_tokens(space, hidden_size)
         self.blocks = transformer_blocks(hidden_size, num_layers, num_heads, mlp_ratio, dropout)
         self.norm_out = nn.LayerNorm(hidden_size)
@@ -126,7 +130,7 @@ class MaskGITTransformer(LegacyBlockWeightsMixin, ConceptConditionedMixin, Token
         drop_mask = self.training_drop_mask(concepts, drop_mask)
         concept_tokens = self.concept_embedding(concepts, concept_values, drop_mask, check_values=check_values)
         hidden = torch.cat([concept_tokens.to(self.position_embedding.dtype), self.token_embedding(input_ids)], 1)
-        return hidden + self.position_embedding
+        return hidden + self.positions()
 
     def hidden_states(self, input_ids: torch.LongTensor, concepts: torch.LongTensor,
                       concept_values: torch.Tensor | None = None, drop_mask: torch.BoolTensor | None = None,

@@ -25,13 +25,14 @@ from torch import nn
 
 from .concept_embedding import ConceptConditionedMixin
 from .config_bounds import check_config_bounds
+from .space_time_positions import SpaceTimePositionsMixin
 from .standardized_latents import StandardizedLatentsMixin, check_latent_statistics
 from .timestep_embedding import SinusoidalTimesteps, broadcast_timesteps
 from .transformer_block import LegacyBlockWeightsMixin, TokenAttentionMixin, transformer_blocks
 
 
 class TupleConditionedDiT(
-    LegacyBlockWeightsMixin, StandardizedLatentsMixin, ConceptConditionedMixin,
+    LegacyBlockWeightsMixin, StandardizedLatentsMixin, ConceptConditionedMixin, SpaceTimePositionsMixin,
     TokenAttentionMixin, ModelMixin, ConfigMixin,
 ):
     r"""Predicts the noise (or velocity) in a grid of continuous latents ``(B, C, g, g)`` (a clip's: ``(B, C, T, g,
@@ -58,6 +59,9 @@ class TupleConditionedDiT(
             each frame encoded alone by the image tokenizer (a frame tokenizer); the position embedding is learned over
             every space-time position, so attention spans space and time alike. The sample is then ``(B, C, T, g,
             g)`` (:attr:`latent_shape`).
+        position_embedding_type: ``"joint"`` (a learned vector per space-time position) or, for clips,
+            ``"factorized"`` (a frame's grid positions shared by every frame plus a learned vector per frame;
+            :mod:`compgen.models.space_time_positions`).
     """
 
     _supports_gradient_checkpointing = True
@@ -80,6 +84,7 @@ class TupleConditionedDiT(
         latent_std: list[float] | None = None,
         position_embedding_std: float = 0.02,
         num_frames: int = 1,
+        position_embedding_type: str = "joint",
     ) -> None:
         check_config_bounds(type(self).__name__, locals())
         super().__init__()
@@ -95,8 +100,8 @@ class TupleConditionedDiT(
         self.num_tokens = num_frames * grid_size * grid_size
         self.num_prefix = space.num_variables + 1  # concept tokens, then the time token
         self.input_projection = nn.Linear(latent_channels, hidden_size)
-        self.position_embedding = nn.Parameter(torch.zeros(1, self.num_prefix + self.num_tokens, hidden_size))
-        nn.init.trunc_normal_(self.position_embedding, std=position_embedding_std)  # truncated to [-2, 2]
+        self._init_positions(self.num_prefix, grid_size, num_frames, hidden_size, position_embedding_std,
+                             position_embedding_type)
         self.time_proj = SinusoidalTimesteps(hidden_size, flip_sin_to_cos=True, downscale_freq_shift=0)
         self.time_embedding = TimestepEmbedding(hidden_size, hidden_size, act_fn="gelu")
         self.concept_embedding = self._concept_tokens(space, hidden_size)
@@ -154,7 +159,7 @@ class TupleConditionedDiT(
         time_token = self.time_embedding(self.time_proj(timesteps).to(dtype))[:, None]
         concept_tokens = self.concept_embedding(concepts, concept_values, drop_mask).to(dtype)
         image_tokens = self.input_projection(sample.flatten(2).transpose(1, 2).to(dtype))
-        hidden = torch.cat([concept_tokens, time_token, image_tokens], dim=1) + self.position_embedding
+        hidden = torch.cat([concept_tokens, time_token, image_tokens], dim=1) + self.positions()
         for block in self.blocks:
             if torch.is_grad_enabled() and self.gradient_checkpointing:
                 hidden = self._gradient_checkpointing_func(block, hidden)

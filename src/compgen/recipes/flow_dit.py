@@ -36,6 +36,7 @@ from compgen.launch.token_model_setup import (
     latent_transformer_options,
     load_or_train_tokenizer,
 )
+from compgen.launch.video_setup import space_time_options
 from compgen.pipelines.flow_dit import check_flow_scheduler_options, flow_matching_scheduler
 from compgen.training.fine_tuning import InitialWeights
 from compgen.training.tasks.flow_matching import WEIGHTING_SCHEMES, FlowMatchingDiTTask
@@ -87,7 +88,7 @@ def build_task(args: argparse.Namespace, run: TrainingRun, task_class: type[Flow
         latents, options = latent_transformer_options(args, run, tokenizer)
 
         torch.manual_seed(run.config.seed)  # the initial weights are a function of --seed, so runs repeat exactly
-        transformer = TupleConditionedDiT(**options, num_frames=run.train_data.num_frames)
+        transformer = TupleConditionedDiT(**options, **space_time_options(args, run))
         scheduler = flow_matching_scheduler(args.num_train_timesteps, args.shift)
         return task_class(transformer, tokenizer, scheduler, latents, task_class.Options.from_args(args),
                           tokenizer_report=report)

@@ -33,6 +33,7 @@ from compgen.launch.token_model_setup import (
     load_or_train_tokenizer,
     token_transformer_options,
 )
+from compgen.launch.video_setup import space_time_options
 from compgen.models.jepa import parse_jepa_layers
 from compgen.models.vq_tokenizer import token_grid_size
 from compgen.schedulers.scheduling_maskgit import MASK_TYPES, MASKING_SCHEDULES
@@ -113,7 +114,7 @@ def build_task(args: argparse.Namespace, run: TrainingRun, task_class: type[Mask
         torch.manual_seed(run.config.seed)  # the initial weights are a function of --seed, so runs repeat exactly
         transformer = MaskGITTransformer(**token_transformer_options(args, run, token_grid_size(vqvae)),
                                          codebook_size=vqvae.config.num_vq_embeddings,
-                                         num_frames=run.train_data.num_frames)
+                                         **space_time_options(args, run))
         scheduler = MaskGITScheduler(mask_token_id=transformer.mask_token_id, masking_schedule=args.masking_schedule)
         return task_class(transformer, vqvae, scheduler, train_tokens, task_options(args), tokenizer_report=report)
 
