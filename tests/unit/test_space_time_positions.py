@@ -57,6 +57,11 @@ def test_factorized_positions_share_a_frames_grid_across_frames(build):
     # learned vectors: the prefix's and one frame's grid, plus one per frame
     assert factorized.position_embedding.shape[1] == prefix + GRID * GRID
     assert factorized.frame_embedding.shape == (1, FRAMES, 1, HIDDEN)
+    # the frames start told apart at a token's scale: their index's sine-cosine encoding
+    index = torch.arange(FRAMES, dtype=torch.float64)[:, None]
+    frequencies = 1.0 / 10000 ** (torch.arange(HIDDEN // 2, dtype=torch.float64) / (HIDDEN / 2))
+    encoding = torch.cat([torch.sin(index * frequencies), torch.cos(index * frequencies)], dim=1)
+    torch.testing.assert_close(factorized.frame_embedding[0, :, 0], encoding.float())
     grid = factorized.positions()[0, prefix:].unflatten(0, (FRAMES, GRID * GRID))
     frame_step = factorized.frame_embedding[0, 1, 0] - factorized.frame_embedding[0, 0, 0]
     # the same place in two frames differs by the frames' vectors alone, wherever it is
