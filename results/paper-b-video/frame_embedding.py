@@ -1,7 +1,6 @@
 """How far apart a video transformer's frames are: from a run's checkpoint, the frame vectors of a factorized
-position embedding (``compgen.models.space_time_positions``) beside the grid positions and a token's own embedding,
-and the typical clips of the run's evaluations up to that step. Frames whose vectors barely differ cannot be told
-apart, and a model then draws every frame's object in every frame.
+position embedding (``compgen.models.space_time_positions``) beside the grid positions and a token's own embedding.
+Frames whose vectors barely differ cannot be told apart (what the runs drew meanwhile: ``sample_drift.py``).
 
     python results/paper-b-video/frame_embedding.py --run NAME=CELL_DIR --step 1000 \
         --output results/paper-b-video/frame_embedding.json
@@ -24,7 +23,7 @@ def rms(tensor: torch.Tensor) -> float:
 
 
 def measure(cell: Path, step: int) -> dict:
-    """The checkpoint's frame, grid and token scales and the evaluations' typical clips up to ``step``."""
+    """The frame, grid and token scales of the run's checkpoint at ``step``."""
     checkpoint = cell / "checkpoints" / f"checkpoint-{step}"
     weights = load_file(str(checkpoint / "model.safetensors"))
     (config,) = json.loads((checkpoint / "model_config.json").read_text()).values()
@@ -38,13 +37,6 @@ def measure(cell: Path, step: int) -> dict:
     else:  # the DiT: latents through a linear map (the inputs are standardized to unit variance per channel)
         token_scale = float(weights["input_projection.weight"].float().norm(dim=1).pow(2).sum().sqrt())
         token_name = "input projection norm (a unit-variance latent's typical input norm)"
-    evaluations = []
-    for line in (cell / "learning_dynamics.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        if record["step"] <= step:
-            clips = record["num_images_per_class"]
-            evaluations.append({"step": record["step"], "clips": clips * len(record["typical"]),
-                                "typical_clips": round(sum(share * clips for share in record["typical"].values()))})
     return {
         "step": step,
         "frame_vector_rms": rms(frames),
@@ -52,7 +44,6 @@ def measure(cell: Path, step: int) -> dict:
         "grid_position_norm": round(float(grid.flatten(0, 1).norm(dim=1).mean()), 4),
         "neighbouring_grid_distance": round(float((grid[:, 1:] - grid[:, :-1]).norm(dim=-1).mean()), 4),
         token_name: round(token_scale, 4),
-        "evaluations": evaluations,
     }
 
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from compgen.atomic_io import atomic_write_text
 from compgen.evaluation.plots import load_sample_files
+from compgen.evaluation.tracker import read_log
 
 
 def drift(cell: Path) -> dict:
@@ -29,16 +30,15 @@ def drift(cell: Path) -> dict:
     def difference(a: int, b: int) -> float:
         return round(float(np.abs(clips[a] - clips[b]).mean()), 3)
 
-    typical = {}
-    for line in (cell / "learning_dynamics.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        typical[record["step"]] = round(sum(share * record["num_images_per_class"]
-                                            for share in record["typical"].values()))
+    records = read_log(cell / "learning_dynamics.jsonl")
+    typical = {record["step"]: round(record["num_images_per_class"] * sum(record["typical"].values()))
+               for record in records}
+    last = records[-1]
     return {"steps": steps, "typical_clips": [typical[step] for step in steps],
-            "clips_per_evaluation": record["num_images_per_class"] * len(record["typical"]),
-            "last_evaluation": {"step": record["step"], "typical": record["typical"],
-                                "concept_accuracy_probes": record["concept_accuracy"],
-                                "concept_accuracy_pixels": record["pixel_concept_accuracy"]},
+            "clips_per_evaluation": last["num_images_per_class"] * len(last["typical"]),
+            "last_evaluation": {"step": last["step"], "typical": last["typical"],
+                                "concept_accuracy_probes": last["concept_accuracy"],
+                                "concept_accuracy_pixels": last["pixel_concept_accuracy"]},
             "consecutive": [difference(a, b) for a, b in zip(steps[:-1], steps[1:], strict=True)],
             "first_to_last": difference(steps[0], steps[-1]), "kept_clips": int(clips[steps[0]].shape[0])}
 

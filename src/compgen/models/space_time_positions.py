@@ -6,8 +6,8 @@ A joint embedding learns each of the ``T x g x g`` positions from its own gradie
 clip; a factorized one learns ``g x g + T`` vectors and tells the model from the start that position (i, j) is the
 same place in every frame, which a moving object's path needs. Its frame vectors start as the sine-cosine encoding of
 the frame's index (diffusers' ``get_1d_sincos_pos_embed_from_grid``, the scale of a token's embedding) and are learned
-from there: started at the grid positions' 0.02, the frames stay nearly indistinguishable for 10^3 steps and a model
-draws every frame's object in every frame (``results/paper-b-video/``). Images (``num_frames = 1``) have only
+from there: started at the grid positions' 0.02, the frames stayed nearly indistinguishable for 10^3 steps and neither
+video model drew a typical clip by then (``results/paper-b-video/``). Images (``num_frames = 1``) have only
 ``joint``.
 """
 
@@ -42,7 +42,6 @@ class SpaceTimePositionsMixin:
         check_position_embedding_type(position_embedding_type, num_frames)
         factorized = position_embedding_type == "factorized"
         grid_tokens = grid_size * grid_size * (1 if factorized else num_frames)
-        self._num_position_prefix = num_prefix
         self.position_embedding = nn.Parameter(torch.zeros(1, num_prefix + grid_tokens, hidden_size))
         nn.init.trunc_normal_(self.position_embedding, std=std)  # truncated to [-2, 2]
         self.frame_embedding = None
@@ -55,6 +54,6 @@ class SpaceTimePositionsMixin:
         frame the grid's."""
         if self.frame_embedding is None:
             return self.position_embedding
-        prefix, grid = self.position_embedding.split(
-            [self._num_position_prefix, self.position_embedding.shape[1] - self._num_position_prefix], dim=1)
+        grid_tokens = self.config.grid_size**2
+        prefix, grid = self.position_embedding[:, :-grid_tokens], self.position_embedding[:, -grid_tokens:]
         return torch.cat([prefix, (grid[:, None] + self.frame_embedding).flatten(1, 2)], dim=1)
