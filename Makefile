@@ -36,12 +36,15 @@ quickstart-maskgit: setup
 		examples/train_maskgit_jepa.py --preset quickstart --output_dir $(OUT)/maskgit-jepa --resume_from_checkpoint latest
 	$(PY) -m compgen.quickstart --report $(OUT)/maskgit-jepa
 
-# Tests run single-threaded: their models are tiny, and extra torch threads only add overhead and contention.
-# The per-test timeout needs pytest-timeout: a .venv made before it joined the test extra gets it here.
+# Tests run single-threaded, one pytest-xdist worker per core ($(TEST_WORKERS)): their models are tiny, and extra torch
+# threads only add overhead and contention. A test file stays on one worker (its module fixtures built once) and the
+# files that train in two processes share one (tests/conftest.py). The per-test timeout and the workers need
+# pytest-timeout and pytest-xdist: a .venv made before they joined the test extra gets them here.
 # --durations lists the slowest tests at the end of the run.
+TEST_WORKERS ?= 2
 test: setup
-	$(PY) -c "import pytest_timeout" 2>/dev/null || $(PY) -m pip install --quiet -e ".[test]"
-	OMP_NUM_THREADS=1 $(PY) -m pytest --durations=20
+	$(PY) -c "import pytest_timeout, xdist" 2>/dev/null || $(PY) -m pip install --quiet -e ".[test]"
+	OMP_NUM_THREADS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20
 
 # The fast tier: the unit and contract tests of tests/unit/ (no training run, no dataset build) but those marked slow,
 # under a minute on one core. `make test` stays the whole suite.

@@ -74,3 +74,15 @@ def tiny_tokenizer(kl: bool, channels: int):
         return build_kl_tokenizer(28, block_out_channels=(8, 8, 8), latent_channels=channels, norm_num_groups=4).eval()
     return build_vq_tokenizer(28, block_out_channels=(8, 8, 8), num_vq_embeddings=32, vq_embed_dim=channels,
                               norm_num_groups=4).eval()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (``make test``: ``-n 2 --dist loadgroup``), a test file runs on one worker, so its module
+    fixtures are built once; the files whose tests train in two processes (``repo_scripts.torchrun``) share one
+    group, so that no two such runs (four processes) compete for a 2-core machine at once."""
+    sources = {}
+    for item in items:
+        path = item.path
+        if path not in sources:
+            sources[path] = "torchrun(" in path.read_text() if path.suffix == ".py" else False
+        item.add_marker(pytest.mark.xdist_group("two-process" if sources[path] else str(path)))

@@ -18,6 +18,7 @@ from celeba_fixtures import (
 )
 from datasets.exceptions import DatasetGenerationError
 from huggingface_hub import DatasetCard
+from margins import check_margin, margin_seed
 from repo_scripts import load_repo_script
 
 from compgen.data.celeba import (
@@ -332,7 +333,7 @@ def test_cnn_probes_learn_the_concepts_from_probe_train(sources, tmp_path):
     train_images, train_concepts = arrays("probe_train")
     val_images, val_concepts = arrays("probe_val")
     assert train_images.shape == (len(splits["probe_train"]), 16, 16, 3) and train_images.dtype == np.uint8
-    torch.manual_seed(0)
+    torch.manual_seed(margin_seed(0))
     probes = probes_module.ConceptProbes(
         {"gender": ["female", "male"], "smile": ["smiling", "not_smiling"], "hair": ["black", "blond"]},
         image_size=16,
@@ -340,7 +341,8 @@ def test_cnn_probes_learn_the_concepts_from_probe_train(sources, tmp_path):
         center_objects=False,
         cnn_channels=8,
     )
-    probes_module.fit_probes(probes, train_images, train_concepts, epochs=15, lr=1e-2, batch_size=32)
+    probes_module.fit_probes(probes, train_images, train_concepts, epochs=15, lr=1e-2, batch_size=32,
+                             seed=margin_seed(0))
     accuracy = (probes.predict(val_images).numpy() == val_concepts).mean(axis=0)
     # Chance is 0.5 per concept; the fixture's colors make every concept learnable.
-    assert accuracy.min() >= 0.9, accuracy
+    check_margin("CelebA CNN probes: lowest probe_val accuracy", accuracy.min(), above=0.9)

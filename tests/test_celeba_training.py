@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 from celeba_fixtures import make_mini_celeba, write_hub_pm1_layout, write_official_tree
+from margins import check_margin, margin_seed
 
 from compgen import MaskGITPipeline, TupleConditionedDDPMPipeline, TupleConditionedDiTPipeline
 from compgen.cli import add_celeba_arguments, apply_preset, celeba_builder_options
@@ -49,7 +50,8 @@ def splits(celeba):
 def trained_probes_dir(celeba, tmp_path_factory):
     output = tmp_path_factory.mktemp("probes") / "celeba-probes"
     accuracy = train_probes_main(["--dataset", "celeba", "--celeba_dir", celeba["data_dir"], "--celeba_config", "cpu",
-                                  "--cache_dir", celeba["cache_dir"], "--output_dir", str(output)])
+                                  "--cache_dir", celeba["cache_dir"], "--output_dir", str(output),
+                                  "--seed", str(margin_seed(0))])
     return output, accuracy
 
 
@@ -161,7 +163,7 @@ def test_celeba_never_falls_back_to_the_shapes_linear_probes(splits):
 def test_train_probes_command_saves_cnn_probes_with_probe_val_accuracy(trained_probes_dir, splits, capsys):
     output, accuracy = trained_probes_dir
     assert set(accuracy) == {"gender", "smile", "hair", "all"}
-    assert min(accuracy.values()) >= 0.9, accuracy
+    check_margin("CelebA train_probes command: lowest probe_val accuracy", min(accuracy.values()), above=0.9)
     metadata = json.loads((output / "probe_training.json").read_text())
     assert metadata["accuracy_split"] == "probe_val" and metadata["celeba_config"] == "cpu"
     reloaded = ConceptProbes.from_pretrained(output)
@@ -177,13 +179,13 @@ def test_cpu_quick_preset_trains_on_celeba_and_writes_a_pipeline_and_card(celeba
             "--cache_dir", celeba["cache_dir"], "--output_dir", str(output), "--max_train_steps", "3",
             "--eval_steps", "3", "--eval_images_per_class", "2", "--eval_inference_steps", "2",
             "--train_batch_size", "8", "--block_out_channels", "8,16", "--num_train_timesteps", "20",
-            "--mixed_precision", "no",
+            "--mixed_precision", "no", "--seed", str(margin_seed(0)),
         ])  # fmt: skip
     # Without --probes_path the run trained CNN probes on probe_train and logged their probe_val accuracy.
     pattern = r"probe_val accuracy \(\d+ images\): gender ([\d.]+), smile ([\d.]+), hair ([\d.]+)"
     logged = re.search(pattern, caplog.text)
     assert logged, caplog.text
-    assert min(float(v) for v in logged.groups()) >= 0.9, logged.group(0)
+    check_margin("CelebA run: lowest logged probe_val accuracy", min(float(v) for v in logged.groups()), above=0.9)
     pipe = TupleConditionedDDPMPipeline.from_pretrained(output)
     assert pipe.unet.config.sample_size == 32 and pipe.unet.config.conditioning == "quantized"
     assert [name for name, _ in pipe.unet.config.concept_space] == ["gender", "smile", "hair"]

@@ -18,6 +18,7 @@ from diffusers import (
     FlowMatchHeunDiscreteScheduler,
 )
 from diffusers.models.unets.unet_2d import UNet2DOutput
+from margins import check_margin, margin_seed
 from model_families import dit, flow_dit_pipeline, tokenizer
 
 from compgen import TupleConditionedFlowDiTPipeline, shapes_space
@@ -112,12 +113,13 @@ def test_the_loss_decreases_on_a_tiny_run():
                              for seed in range(8)) / 8)
 
     before = held_out_loss()
+    draws = 10_000 * margin_seed(0)  # the margins' seed offset moves the training's noise and timesteps
     for step in range(150):
-        loss, _ = task.compute_loss(model, batch(), torch.Generator().manual_seed(step), step)
+        loss, _ = task.compute_loss(model, batch(), torch.Generator().manual_seed(draws + step), step)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-    assert held_out_loss() < 0.75 * before
+    check_margin("flow DiT: held-out loss after / before 150 steps", held_out_loss() / before, below=0.75)
 
 
 def test_sampling_is_deterministic_and_loads_through_the_hub_entry_file(tmp_path):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 from diffusers import DiffusionPipeline
+from margins import check_margin, margin_seed
 from test_kl_tokenizer import TINY
 
 from compgen import GIVTPipeline, MaskGITScheduler
@@ -23,8 +24,8 @@ SPACE = shapes_space()
 ENTRY_FILE = Path(__file__).resolve().parents[1] / "custom_pipelines" / "givt.py"
 
 
-def _model(**kwargs) -> GIVTTransformer:
-    torch.manual_seed(0)
+def _model(seed: int = 0, **kwargs) -> GIVTTransformer:
+    torch.manual_seed(seed)
     options = dict(concept_space=SPACE.to_pairs(), latent_channels=3, grid_size=2, num_mixtures=2, hidden_size=32,
                    num_layers=1, num_heads=2)
     return GIVTTransformer(**(options | kwargs))
@@ -103,28 +104,39 @@ def test_the_output_survives_accelerates_fp32_conversion():
 
 
 def test_a_tiny_model_learns_the_latents_of_each_class():
-    """Each class has one fixed latent grid; trained on fully masked grids, the mixture's mean reaches most of them.
-    Likelihood training fits tokens unevenly (a token it has not fit yet keeps a wide scale and costs little), so the
-    check is on the median token and the likelihood, not the worst token."""
-    model = _model(num_mixtures=1, position_embedding_std=1.0, hidden_size=64, num_layers=2)
+    """Each class has one fixed latent grid; trained on fully masked grids, the mixture's mean reaches them. The
+    learning rate decays to 0 and the gradient is clipped: at a constant rate the likelihood spikes as the scales
+    shrink, and the last step's loss is a draw from those spikes that one CPU's rounding passes and another's fails
+    (docs/test_margins.md). Untrained, the likelihood is about 1.3-1.5 and the median error 0.6-0.8."""
+    seed = margin_seed(0)
+    model = _model(num_mixtures=1, position_embedding_std=1.0, hidden_size=64, num_layers=2, seed=seed)
     classes = torch.tensor(SPACE.all_classes())
-    targets = torch.randn(len(classes), 3, 2, 2, generator=torch.Generator().manual_seed(1))
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    targets = torch.randn(len(classes), 3, 2, 2, generator=torch.Generator().manual_seed(1 + 100 * seed))
     mask = torch.ones(len(classes), 4, dtype=torch.bool)
-    first = None
+
+    def likelihood_and_error() -> tuple[float, float]:
+        model.eval()
+        with torch.no_grad():
+            out = model(torch.zeros_like(targets), mask, classes)
+        model.train()
+        drawn = mixture_sample(out.logits, out.means, out.log_scales, temperature=0.0)
+        error = (drawn - targets.flatten(2).transpose(1, 2)).abs().median()
+        return float(model.masked_nll(out, targets, mask)), float(error)
+
+    untrained = likelihood_and_error()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, 1000)
     for _ in range(1000):
         loss = model.masked_nll(model(targets, mask, classes), targets, mask)
-        first = float(loss) if first is None else first
         optimizer.zero_grad()
         loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-    model.eval()
-    with torch.no_grad():
-        out = model(torch.zeros_like(targets), mask, classes)
-    drawn = mixture_sample(out.logits, out.means, out.log_scales, temperature=0.0)
-    error = (drawn - targets.flatten(2).transpose(1, 2)).abs()
-    assert first > 1.0 and float(loss) < -1.0
-    assert float(error.median()) < 0.05
+        schedule.step()
+    likelihood, error = likelihood_and_error()
+    assert untrained[0] > 1.0 and untrained[1] > 0.3  # the checks below fail an untrained model
+    check_margin("givt: negative log-likelihood after training", likelihood, below=-1.5)
+    check_margin("givt: median token error after training", error, below=0.01)
 
 
 def test_save_and_load_give_identical_outputs(tmp_path):

@@ -9,6 +9,7 @@ import pytest
 import torch
 from conftest import reset_accelerate_state
 from diffusers import AutoencoderKL, DDPMScheduler, VQModel
+from margins import check_margin, margin_seed
 
 from compgen import TupleConditionedDiT, TupleConditionedDiTPipeline, get_split_preset
 from compgen.evaluation.probes import ConceptProbes
@@ -60,8 +61,8 @@ def test_build_mirrors_the_vq_tokenizer_and_refuses_what_cannot_be_built():
 
 
 def test_kl_task_learns_and_its_randomness_is_the_steps_generator():
-    task = KLTask(tiny_vae(), kl_weight=1e-4, crop_size=16)
-    batch = {"images": uint8_to_signed(square_images())}
+    task = KLTask(tiny_vae(margin_seed(0)), kl_weight=1e-4, crop_size=16)
+    batch = {"images": uint8_to_signed(square_images(seed=margin_seed(0)))}
     loss, scalars = task.compute_loss(task.model, batch, torch.Generator().manual_seed(5), 0)
     again, _ = task.compute_loss(task.model, batch, torch.Generator().manual_seed(5), 0)
     other, _ = task.compute_loss(task.model, batch, torch.Generator().manual_seed(6), 0)
@@ -75,7 +76,8 @@ def test_kl_task_learns_and_its_randomness_is_the_steps_generator():
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
-    assert np.mean(losses[-5:]) < 0.5 * np.mean(losses[:3]), losses
+    check_margin("KL tokenizer: loss of the last 5 / first 3 of 30 steps", np.mean(losses[-5:]) / np.mean(losses[:3]),
+                 below=0.5)
     with pytest.raises(ValueError, match="kl_weight"):
         KLTask(tiny_vae(), kl_weight=-1.0)
 

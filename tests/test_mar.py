@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from diffusers import DDIMScheduler, DDPMScheduler, DiffusionPipeline
+from margins import check_margin, margin_seed
 
 from compgen import MARPipeline, MaskGITScheduler
 from compgen.concepts import shapes_space
@@ -43,13 +44,13 @@ def test_the_transformer_conditions_every_token_and_the_head_starts_at_zero():
 
 
 def test_the_head_learns_to_denoise_a_fixed_target_and_a_scheduler_samples_it():
-    torch.manual_seed(0)
+    torch.manual_seed(margin_seed(0))
     head = DiffusionHead(latent_channels=2, condition_size=4, width=64, depth=2)
     scheduler = DDPMScheduler(num_train_timesteps=100, clip_sample=False)
     targets = torch.tensor([[1.5, -0.5], [-1.0, 2.0]])  # one target per condition
     conditions = torch.eye(2, 4)
     optimizer = torch.optim.Adam(head.parameters(), lr=2e-3)
-    generator = torch.Generator().manual_seed(0)
+    generator = torch.Generator().manual_seed(margin_seed(0))
     for _ in range(1500):
         index = torch.randint(0, 2, (128,), generator=generator)
         noise = torch.randn(128, 2, generator=generator)
@@ -61,14 +62,15 @@ def test_the_head_learns_to_denoise_a_fixed_target_and_a_scheduler_samples_it():
         optimizer.step()
     sampler = DDIMScheduler.from_config(scheduler.config)
     sampler.set_timesteps(25)
-    sample = torch.randn(64, 2, generator=torch.Generator().manual_seed(1))
+    sample = torch.randn(64, 2, generator=torch.Generator().manual_seed(margin_seed(1)))
     condition = conditions[torch.arange(64) % 2]
     with torch.no_grad():
         for t in sampler.timesteps:
             sample = sampler.step(head(sample, t, condition), t, sample).prev_sample
     torch.testing.assert_close(sample[0::2].mean(0), targets[0], atol=0.15, rtol=0)
     torch.testing.assert_close(sample[1::2].mean(0), targets[1], atol=0.15, rtol=0)
-    assert float((sample - targets[torch.arange(64) % 2]).abs().median()) < 0.15
+    error = float((sample - targets[torch.arange(64) % 2]).abs().median())
+    check_margin("MAR head: median error of DDIM samples", error, below=0.15)
 
 
 def test_save_and_load_give_identical_outputs(tmp_path):

@@ -3,6 +3,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from margins import check_margin, margin_seed
 
 from compgen import get_split_preset
 from compgen.data.concept_graph_builder import ConceptGraphShapes
@@ -28,10 +29,10 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 
 @pytest.fixture(scope="module")
 def linear_probes():
-    torch.manual_seed(0)
+    torch.manual_seed(margin_seed(0))
     probes = ConceptProbes(GRAPH.space.to_dict(), image_size=28, probe_type="linear")
-    data = render_probe_data(GRAPH, images_per_class=600, seed=1)
-    validation = fit_probes(probes, data.images, data.concepts, seed=0)
+    data = render_probe_data(GRAPH, images_per_class=600, seed=margin_seed(1))
+    validation = fit_probes(probes, data.images, data.concepts, seed=margin_seed(0))
     return probes, validation
 
 
@@ -52,11 +53,11 @@ def test_centering_moves_ink_centroid_to_center():
 
 def test_linear_probes_recognise_every_class_of_held_out_real_images(linear_probes):
     probes, validation = linear_probes
-    assert validation["color"] == 1.0 and validation["size"] == 1.0 and validation["shape"] == 1.0
-    held_out = render_probe_data(GRAPH, images_per_class=100, seed=1234)
+    check_margin("linear probes: lowest validation accuracy", min(validation.values()), above=0.99)
+    held_out = render_probe_data(GRAPH, images_per_class=100, seed=margin_seed(1234))
     predictions = probes.predict(held_out.images).numpy()
-    accuracy = (predictions == held_out.concepts).mean(axis=0)
-    assert (accuracy == 1.0).all(), accuracy
+    check_margin("linear probes: lowest held-out accuracy", (predictions == held_out.concepts).mean(axis=0).min(),
+                 above=0.99)
     # Generation targets the canonical class values: there every class of the cube is recognised perfectly.
     names = [GRAPH.format(c) for c in GRAPH.nodes for _ in range(50)]
     canonical = renderer_generator(GRAPH.space)(names, 7)
@@ -77,11 +78,15 @@ def test_save_load_round_trip_gives_identical_predictions(linear_probes, tmp_pat
 
 
 def test_cnn_probe_trains_on_a_small_set():
-    torch.manual_seed(0)
+    torch.manual_seed(margin_seed(0))
     probes = ConceptProbes(GRAPH.space.to_dict(), probe_type="cnn", cnn_channels=8)
-    data = render_probe_data(GRAPH, images_per_class=100, seed=2)
-    validation = fit_probes(probes, data.images, data.concepts, epochs=8, lr=3e-3, val_fraction=0.2)
-    assert validation["color"] >= 0.95 and validation["size"] >= 0.85 and validation["shape"] > 0.55
+    data = render_probe_data(GRAPH, images_per_class=100, seed=margin_seed(2))
+    # 40 epochs: at 8, the shape's validation accuracy ranged 0.51-0.78 over seeds (chance 0.5; docs/test_margins.md)
+    validation = fit_probes(probes, data.images, data.concepts, epochs=40, lr=3e-3, val_fraction=0.2,
+                            seed=margin_seed(0))
+    check_margin("small CNN probes: colour validation accuracy", validation["color"], above=0.95)
+    check_margin("small CNN probes: size validation accuracy", validation["size"], above=0.9)
+    check_margin("small CNN probes: shape validation accuracy", validation["shape"], above=0.75)
     logits = probes(torch.rand(2, 3, 28, 28))
     assert [tuple(v.shape) for v in logits.values()] == [(2, 2), (2, 2), (2, 2)]
 

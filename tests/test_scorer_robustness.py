@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from margins import check_margin, margin_seed
 
 from compgen import get_split_preset
 from compgen.analysis.stress_suite import stress_test
@@ -37,30 +38,30 @@ def pixel_scorer():
     return PixelStatisticsScorer.calibrate(GRAPH.space)
 
 
-def _assert_robust(results):
-    failures = {
-        (kind, level): round(by_level[level]["all"], 3)
-        for kind, by_level in results.items()
-        for level in map(str, range(GENERATOR_LEVELS + 1))
-        if by_level[level]["all"] < 0.98
-    }
-    assert not failures, f"accuracy below 0.98 at generator-like severities: {failures}"
+def _assert_robust(results, scorer: str):
+    """Every corruption at every generator-like level read right at > 0.97 (at 0.98 the pixel scorer's worst of ten
+    render seeds and kernel paths sat 0.003 above it, inside its spread of 0.004: docs/test_margins.md)."""
+    accuracy = {(kind, level): round(by_level[level]["all"], 3) for kind, by_level in results.items()
+                for level in map(str, range(GENERATOR_LEVELS + 1))}
+    failures = {key: value for key, value in accuracy.items() if value <= 0.97}
+    assert not failures, f"accuracy at or below 0.97 at generator-like severities: {failures}"
+    check_margin(f"{scorer}: lowest accuracy under generator-like corruptions", min(accuracy.values()), above=0.97)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("style", REFERENCE_STYLES)
 def test_default_probes_survive_every_generator_like_corruption(probes, style):
     results = stress_test(lambda images: probes.predict(images).numpy(), GRAPH.space, images_per_class=50,
-                          seed=STRESS_SEED, style=style)
+                          seed=margin_seed(STRESS_SEED), style=style)
     assert set(results) == set(SEVERITIES)
-    _assert_robust(results)
+    _assert_robust(results, f"default probes ({style})")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("style", REFERENCE_STYLES)
 def test_pixel_scorer_survives_every_generator_like_corruption(pixel_scorer, style):
-    _assert_robust(stress_test(pixel_scorer.predict, GRAPH.space, images_per_class=50, seed=STRESS_SEED,
-                               style=style))
+    _assert_robust(stress_test(pixel_scorer.predict, GRAPH.space, images_per_class=50, seed=margin_seed(STRESS_SEED),
+                               style=style), f"pixel scorer ({style})")
 
 
 @pytest.mark.parametrize("style", REFERENCE_STYLES)

@@ -305,7 +305,7 @@ def prepare_run(
         extra = {k: v for k, v in vars(args).items()
                  if k not in {f for f in TrainingConfig.__dataclass_fields__} and k != "print_config"}
         extra["preset"] = preset
-        config = config_from_args(args, extra=extra)
+        config = config_from_args(args, extra=extra, extra_defaults={k: parser.get_default(k) for k in extra})
         celeba_options = celeba_builder_options(args)
         _check_dataset_config(args)
         config.check_environment()

@@ -332,6 +332,8 @@ def add_token_transformer_arguments(parser: argparse.ArgumentParser, title: str)
     group.add_argument("--num_heads", type=int, default=4)
     group.add_argument("--conditioning", default="full", choices=list(CONDITIONING_MODES))
     group.add_argument("--concept_dropout", type=float, default=0.0)
+    group.add_argument("--dropout", type=float, default=0.0,
+                       help="dropout on every block's attention and feed-forward outputs (MaskGIT's code: 0.1)")
     return group
 
 
@@ -341,7 +343,7 @@ def token_transformer_options(args: argparse.Namespace, run: TrainingRun, grid_s
     return dict(concept_space=run.train_data.space.to_dict(), grid_size=grid_size, hidden_size=args.hidden_size,
                 num_layers=args.num_layers, num_heads=args.num_heads, conditioning=args.conditioning,
                 continuous_concepts=run.continuous_concepts if args.conditioning == "full" else {},
-                concept_dropout=args.concept_dropout)
+                concept_dropout=args.concept_dropout, dropout=args.dropout)
 
 
 def add_latent_transformer_arguments(parser: argparse.ArgumentParser, title: str) -> argparse._ArgumentGroup:
@@ -370,12 +372,13 @@ def latent_transformer_options(args: argparse.Namespace, run: TrainingRun, token
 
 
 def check_transformer_arguments(args: argparse.Namespace, model_class: type[ConceptConditionedMixin]) -> None:
-    """A token transformer's flags (``--hidden_size``, ``--num_heads``, ``--num_layers``, ``--concept_dropout``, and
+    """A token transformer's flags (``--hidden_size``, ``--num_heads``, ``--num_layers``, ``--concept_dropout``,
+    ``--dropout``, and
     where the recipe has them ``--position_embedding_std``, GIVT's ``--num_mixtures``, MAR's ``--head_width`` and
     ``--head_depth``), checked by their owner, ``model_class.check_options``, before any work."""
     options = {name: getattr(args, name) for name in ("hidden_size", "num_heads", "num_layers", "concept_dropout",
-                                                      "position_embedding_std", "num_mixtures", "head_width",
-                                                      "head_depth") if hasattr(args, name)}
+                                                      "dropout", "position_embedding_std", "num_mixtures",
+                                                      "head_width", "head_depth") if hasattr(args, name)}
     model_class.check_options(**options)
 
 

@@ -266,8 +266,8 @@ class ConceptConditionedMixin:
         """Raise ``ValueError`` naming the option if this model refuses one of ``options`` (config arguments by name;
         those not given are not checked). ``__init__`` runs the same checks, and the training scripts call this on
         their flags before any work, so each option has one owner: ``concept_dropout`` and a token transformer's
-        ``hidden_size``, ``num_heads``, ``num_layers`` and ``position_embedding_std`` here, a model's own options in
-        its override."""
+        ``hidden_size``, ``num_heads``, ``num_layers``, ``dropout`` and ``position_embedding_std`` here, a model's own
+        options in its override."""
         if "concept_dropout" in options:
             check_concept_dropout(options["concept_dropout"])
         for name in ("hidden_size", "num_heads", "num_layers"):
@@ -276,6 +276,8 @@ class ConceptConditionedMixin:
         if "hidden_size" in options and options["hidden_size"] % options.get("num_heads", 1):
             raise ValueError(f"hidden_size {options['hidden_size']} must be divisible by num_heads "
                              f"{options['num_heads']}")
+        if "dropout" in options and not 0 <= options["dropout"] < 1:
+            raise ValueError(f"dropout must be in [0, 1), got {options['dropout']}")
         if "position_embedding_std" in options and not options["position_embedding_std"] > 0:
             raise ValueError(f"position_embedding_std must be positive, got {options['position_embedding_std']}")
 

@@ -136,7 +136,7 @@ class MARTransformer(MaskedLatentTransformer):
         space = self._register_concepts(concept_space, conditioning, continuous_concepts, concept_dropout)
         if min(latent_channels, grid_size) < 1:
             raise ValueError("latent_channels and grid_size must be at least 1")
-        self.check_options(hidden_size=hidden_size, num_heads=num_heads, num_layers=num_layers,
+        self.check_options(hidden_size=hidden_size, num_heads=num_heads, num_layers=num_layers, dropout=dropout,
                            position_embedding_std=position_embedding_std, head_width=head_width, head_depth=head_depth)
         check_latent_statistics(latent_channels, latent_mean, latent_std)
         self._build_backbone(space, latent_channels, grid_size, hidden_size, num_layers, num_heads, mlp_ratio, dropout,

@@ -83,7 +83,7 @@ class MaskGITTransformer(LegacyBlockWeightsMixin, ConceptConditionedMixin, Space
         check_config_bounds(type(self).__name__, locals())
         super().__init__()
         space = self._register_concepts(concept_space, conditioning, continuous_concepts, concept_dropout)
-        self.check_options(hidden_size=hidden_size, num_heads=num_heads, num_layers=num_layers)
+        self.check_options(hidden_size=hidden_size, num_heads=num_heads, num_layers=num_layers, dropout=dropout)
         if codebook_size < 2 or grid_size < 1:
             raise ValueError("codebook_size must be >= 2 and grid_size >= 1")
         if isinstance(num_frames, bool) or not isinstance(num_frames, int) or num_frames < 1:

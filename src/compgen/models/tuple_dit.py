@@ -91,7 +91,7 @@ class TupleConditionedDiT(
         space = self._register_concepts(concept_space, conditioning, continuous_concepts, concept_dropout)
         if latent_channels < 1 or grid_size < 1:
             raise ValueError("latent_channels and grid_size must be at least 1")
-        self.check_options(hidden_size=hidden_size, num_heads=num_heads, num_layers=num_layers,
+        self.check_options(hidden_size=hidden_size, num_heads=num_heads, num_layers=num_layers, dropout=dropout,
                            position_embedding_std=position_embedding_std)
         check_latent_statistics(latent_channels, latent_mean, latent_std)
         if isinstance(num_frames, bool) or not isinstance(num_frames, int) or num_frames < 1:

@@ -19,6 +19,9 @@ import torch
 
 from .acceleration import ATTENTION_KERNELS, parse_compile_mode
 
+EMA_SCHEDULES = ("warmup", "constant")
+"""The momentum schedules of the EMA weights (``--ema_schedule``; :class:`~compgen.training.ema.MomentumSchedule`)."""
+
 LENGTH_FREE_LR_SCHEDULES = ("constant", "constant_with_warmup", "piecewise_constant")
 """Learning-rate schedules that do not depend on ``max_train_steps``."""
 
@@ -75,6 +78,10 @@ class TrainingConfig:
     ``--seed``'s; the log starts with that run's records (:mod:`compgen.training.fine_tuning`)."""
     use_ema: bool = True
     ema_decay: float = 0.999
+    ema_schedule: str = "warmup"
+    """The EMA weights' momentum: ``warmup`` (``min(ema_decay, (1 + step) / (10 + step))``: the average forgets the
+    initial weights within the first steps) or ``constant`` (``ema_decay`` from the first step, as MaskGIT's code
+    keeps its evaluation weights: at 0.9999 about 45% of the initial weights remain after 8000 steps)."""
     eval_steps: int = 500
     eval_steps_held: int | None = None
     """Evaluate at the multiples of this many steps instead of ``eval_steps`` while the levels hold, i.e. no level's
@@ -113,6 +120,9 @@ class TrainingConfig:
     step gains from it and its bf16 step loses, so it is off by default (``docs/performance.md``)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Script-specific hyperparameters, recorded in the trackers and the model card."""
+    extra_defaults: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """The script's defaults of ``extra`` (not recorded): a resumed run whose checkpoint predates one of the script's
+    options matches it while this run keeps that option's default."""
 
     def __post_init__(self) -> None:
         self.torch_compile = parse_compile_mode(self.torch_compile)
@@ -120,6 +130,8 @@ class TrainingConfig:
             raise ValueError(f"mixed_precision must be no, fp16, bf16 or auto, got {self.mixed_precision!r}")
         if self.eval_steps_held is not None and self.eval_steps_held < 1:
             raise ValueError(f"eval_steps_held must be at least 1 or none, got {self.eval_steps_held}")
+        if self.ema_schedule not in EMA_SCHEDULES:
+            raise ValueError(f"ema_schedule must be one of {', '.join(EMA_SCHEDULES)}, got {self.ema_schedule!r}")
         if self.eval_schedule not in ("linear", "log"):
             raise ValueError(f"eval_schedule must be linear or log, got {self.eval_schedule!r}")
         if self.attention_kernel not in ATTENTION_KERNELS:
@@ -206,18 +218,24 @@ class TrainingConfig:
         eval_precision = resolve_mixed_precision(self.eval_mixed_precision or precision)
         return replace(self, mixed_precision=precision, eval_mixed_precision=eval_precision)
 
+    def _options(self) -> dict[str, Any]:
+        """Every option as a dict (``extra_defaults`` is no option)."""
+        options = asdict(self)
+        options.pop("extra_defaults")
+        return options
+
     def fingerprint(self) -> str:
         """A hash of every option that changes the training trajectory (all but :data:`RUN_OPTIONS`)."""
-        values = {k: v for k, v in asdict(self).items() if k not in RUN_OPTIONS}
-        return hashlib.sha256(json.dumps(_jsonable(values), sort_keys=True).encode()).hexdigest()[:16]
+        values = {k: v for k, v in self._options().items() if k not in RUN_OPTIONS}
+        return hashlib.sha256(json.dumps(jsonable(values), sort_keys=True).encode()).hexdigest()[:16]
 
     def to_json_dict(self) -> dict[str, Any]:
         """Every option as JSON values (what a checkpoint records, to compare a resumed run's options with)."""
-        return _jsonable(asdict(self))
+        return jsonable(self._options())
 
     def tracker_config(self) -> dict[str, Any]:
         """The options as flat scalars for the trackers (``extra`` spread as ``extra/<name>``, no Hub token)."""
-        flat = {k: v for k, v in asdict(self).items() if k not in ("extra", "hub_token")}
+        flat = {k: v for k, v in self._options().items() if k not in ("extra", "hub_token")}
         flat.update({f"extra/{k}": v for k, v in self.extra.items()})
         return {k: v if isinstance(v, int | float | str | bool) else str(v) for k, v in flat.items()}
 
@@ -257,10 +275,11 @@ def multi_cpu_launch() -> bool:
 
 
 def add_training_arguments(parser: argparse.ArgumentParser, defaults: dict[str, Any] | None = None) -> None:
-    """Add one ``--flag`` per :class:`TrainingConfig` field (except ``extra``) to an argparse parser."""
+    """Add one ``--flag`` per :class:`TrainingConfig` field (except ``extra`` and ``extra_defaults``) to an argparse
+    parser."""
     defaults = defaults or {}
     for f in fields(TrainingConfig):
-        if f.name == "extra":
+        if f.name in ("extra", "extra_defaults"):
             continue
         default = defaults.get(f.name, f.default)
         if f.type in ("bool", bool):
@@ -281,12 +300,15 @@ def _optional_int(text: str) -> int | None:
     return None if text.lower() in ("none", "") else int(text)
 
 
-def config_from_args(args: argparse.Namespace, extra: dict[str, Any] | None = None) -> TrainingConfig:
-    """The :class:`TrainingConfig` of parsed flags; ``extra`` holds the script's own options (for the card)."""
-    names = {f.name for f in fields(TrainingConfig)} - {"extra"}
-    return TrainingConfig(**{name: getattr(args, name) for name in names}, extra=extra or {})
+def config_from_args(args: argparse.Namespace, extra: dict[str, Any] | None = None,
+                     extra_defaults: dict[str, Any] | None = None) -> TrainingConfig:
+    """The :class:`TrainingConfig` of parsed flags; ``extra`` holds the script's own options (for the card),
+    ``extra_defaults`` their defaults (for resuming runs older than an option)."""
+    names = {f.name for f in fields(TrainingConfig)} - {"extra", "extra_defaults"}
+    return TrainingConfig(**{name: getattr(args, name) for name in names}, extra=extra or {},
+                          extra_defaults=extra_defaults or {})
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
     """``value`` as plain JSON types (anything else as its ``str``)."""
     return json.loads(json.dumps(value, default=str))

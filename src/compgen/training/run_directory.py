@@ -22,7 +22,7 @@ from ..atomic_io import atomic_write_text
 from ..evaluation.tracker import read_log
 from ..option_names import renamed_options
 from .checkpoint import CHECKPOINTS_DIR, CheckpointError, list_checkpoints, read_trainer_state
-from .config import LENGTH_FREE_LR_SCHEDULES, RUN_OPTIONS, TrainingConfig
+from .config import LENGTH_FREE_LR_SCHEDULES, RUN_OPTIONS, TrainingConfig, jsonable
 
 LOG_NAME = "learning_dynamics.jsonl"
 TRAINING_LOG_NAME = "training_log.jsonl"
@@ -116,8 +116,12 @@ class RunDirectory:
         if fingerprint is not None and fingerprint != config.fingerprint():
             ours = effective_seeds(config.to_json_dict())
             saved = effective_seeds(saved)
-            # An option added to compgen after the checkpoint was written matches when this run keeps its default.
+            # An option added to compgen after the checkpoint was written matches when this run keeps its default:
+            # a training option's, or a script option's (``extra``) as the script declares it.
             defaults = type(config)().to_json_dict()
+            if isinstance(saved.get("extra"), dict):
+                added = {k: v for k, v in jsonable(config.extra_defaults).items() if k not in saved["extra"]}
+                saved = saved | {"extra": added | saved["extra"]}
             differences = sorted(k for k in set(saved) | set(ours)
                                  if k not in RUN_OPTIONS and saved.get(k, defaults.get(k)) != ours.get(k))
             if differences or not saved:

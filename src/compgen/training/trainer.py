@@ -67,6 +67,9 @@ from .tasks.base import TrainingTask
 
 logger = logging.getLogger(__name__)
 
+GLOBAL_GENERATOR_STREAM = 1
+"""The counter that tells the seed of torch's global generators in a step from the seed of the step's generator."""
+
 
 class NonFiniteLossError(RuntimeError):
     """Training diverged: a loss was NaN or infinite. Nothing is exported; the last good checkpoint stays."""
@@ -156,7 +159,7 @@ class Trainer:
         ema = None
         if config.use_ema:
             ema = ExponentialMovingAverage(accelerator.unwrap_model(model),
-                                           MomentumSchedule(config.ema_decay, kind="warmup"))
+                                           MomentumSchedule(config.ema_decay, kind=config.ema_schedule))
         state = TrainState(model, optimizer, lr_scheduler, ema)
         state.first_nonfinite_step = torch.full((), math.inf, device=accelerator.device)
         if candidates := self.run_directory.resume_candidates(config.resume_from_checkpoint):
@@ -211,6 +214,9 @@ class Trainer:
             indices = batch_indices(len(self.train_data), global_batch, micro_step, config.seeds[0])
             batch = make_batch(self.train_data, indices[rank::world], config.channels_last)
             generator = torch.Generator().manual_seed(mix_seed(config.seeds[1], micro_step, rank))
+            # What draws from torch's global generators (a model's dropout) is seeded by the step too, so that a
+            # resumed run takes the steps an uninterrupted one took.
+            torch.manual_seed(mix_seed(config.seeds[1], micro_step, rank, GLOBAL_GENERATOR_STREAM))
             with accelerator.accumulate(model), accelerator.autocast(), attention_kernel(config.attention_kernel):
                 loss, scalars = self.task.compute_loss(model, batch, generator, state.step)
                 accelerator.backward(loss)
