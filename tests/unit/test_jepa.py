@@ -204,3 +204,44 @@ def test_cross_entropy_delay_trains_the_jepa_term_alone_first():
         check_cross_entropy_warmup(20, 0.6, 100, delay_steps=90)
     with pytest.raises(ValueError, match="cross_entropy_delay_steps must be an integer"):
         check_cross_entropy_warmup(0, 0.6, 100, delay_steps=2.5)
+
+
+def test_an_independent_target_starts_apart_from_the_online_model_and_leaves_it_as_it_was():
+    """``jepa_target_init="independent"`` (the JEPA script of a Paper B author's fork): the target encoder's initial
+    weights are not the online model's, while the online model and the predictor start exactly as with a copy."""
+    copied, independent = tiny_jepa_task(), tiny_jepa_task(jepa_target_init="independent")
+    online = dict(copied.model.named_parameters())
+    for name, parameter in independent.model.named_parameters():
+        torch.testing.assert_close(parameter, online[name], rtol=0, atol=0)
+    copy_target = dict(copied.target.shadow.named_parameters())
+    assert all(torch.equal(p, online[f"transformer.{n}"]) for n, p in copy_target.items())
+    assert not torch.equal(independent.target.shadow.blocks[0].attn.to_q.weight,
+                           online["transformer.blocks.0.attn.to_q.weight"])
+    def settings(model):
+        return {k: v for k, v in model.config.items() if not k.startswith("_")}
+
+    assert settings(independent.target.shadow) == settings(copied.target.shadow)
+
+
+def test_the_jepa_loss_over_all_positions_counts_the_visible_ones_too():
+    """``jepa_loss_positions="all"``: the JEPA term is the mean over every position, of which the masked mean is a
+    part; refused values are named."""
+    from compgen.training.tasks.maskgit import MaskGITTask
+
+    batch = {"index": torch.arange(6), "concepts": torch.randint(0, 2, (6, 3)), "values": torch.zeros(6, 0)}
+    losses = {}
+    for positions in ("masked", "all"):
+        task = tiny_jepa_task(jepa_loss_positions=positions)
+        with torch.no_grad():  # a target apart from the online model, so visible positions have a loss of their own
+            for parameter in task.target.shadow.parameters():
+                parameter.add_(0.05 * torch.randn_like(parameter))
+        _, scalars = task.compute_loss(task.model, batch, torch.Generator().manual_seed(2), step=0)
+        losses[positions] = float(scalars["jepa"])
+    assert losses["all"] != pytest.approx(losses["masked"], rel=1e-3)
+    for values, message in (({"jepa_loss_positions": "visible"}, "jepa_loss_positions must be one of"),
+                            ({"jepa_target_init": "random"}, "jepa_target_init must be one of"),
+                            ({"jepa_momentum": 1.5}, r"jepa_momentum must be in \[0, 1\]"),
+                            ({"jepa_momentum_end": float("nan")}, r"jepa_momentum_end must be in \[0, 1\]"),
+                            ({"jepa_predictor_hidden_size": -1}, "jepa_predictor_hidden_size must be at least 1")):
+        with pytest.raises(ValueError, match=message):
+            MaskGITTask.Options(**values)

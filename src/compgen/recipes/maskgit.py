@@ -40,7 +40,9 @@ from compgen.schedulers.scheduling_maskgit import MASK_TYPES, MASKING_SCHEDULES
 from compgen.training.ema import MOMENTUM_SCHEDULES
 from compgen.training.fine_tuning import InitialWeights
 from compgen.training.tasks.maskgit import (
+    JEPA_LOSS_POSITIONS,
     JEPA_PREDICTOR_INITS,
+    JEPA_TARGET_INITS,
     MaskGITOptions,
     MaskGITTask,
     precompute_tokens,
@@ -95,6 +97,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     jepa.add_argument("--no_jepa_target_norm", dest="jepa_target_norm", action="store_false")
     jepa.add_argument("--jepa_predictor_init", default="zero", choices=list(JEPA_PREDICTOR_INITS),
                       help="the predictor's last layer at zero, or PyTorch's default initialisation")
+    jepa.add_argument("--jepa_target_init", default="copy", choices=list(JEPA_TARGET_INITS),
+                      help="the target encoder starts as a copy of the transformer, or initialised on its own")
+    jepa.add_argument("--jepa_loss_positions", default="masked", choices=list(JEPA_LOSS_POSITIONS),
+                      help="the JEPA loss on the masked positions, or on all of them")
     jepa.add_argument("--cross_entropy_delay_steps", type=int, default=0,
                       help="train the JEPA term alone (cross-entropy weight 0) for these first steps")
     jepa.add_argument("--cross_entropy_warmup_steps", type=int, default=0,

@@ -33,6 +33,11 @@ from .base import TaskOptions, TrainingTask, check_at_least_one, sample_in_batch
 JEPA_TARGET_DIR = "jepa_target"
 JEPA_PREDICTOR_INITS = ("zero", "default")
 """``--jepa_predictor_init``: the predictor's last layer at zero (compgen's default) or PyTorch's initialisation."""
+JEPA_TARGET_INITS = ("copy", "independent")
+"""``--jepa_target_init``: the target encoder starts as a copy of the online transformer (I-JEPA; compgen's default)
+or as a second transformer initialised on its own (the JEPA script of a Paper B author's public fork)."""
+JEPA_LOSS_POSITIONS = ("masked", "all")
+"""``--jepa_loss_positions``: the JEPA loss on the masked positions (compgen's default) or on every position."""
 
 
 def check_jepa_weight(jepa_weight: float, name: str = "jepa_weight") -> None:
@@ -95,6 +100,11 @@ class MaskGITOptions(TaskOptions):
     """Layer-normalised targets (``False``: raw hidden states)."""
     jepa_predictor_init: str = "zero"
     """The predictor's last layer at zero or at PyTorch's default initialisation (:data:`JEPA_PREDICTOR_INITS`)."""
+    jepa_target_init: str = "copy"
+    """The target encoder at step 0: a copy of the online transformer or one initialised on its own
+    (:data:`JEPA_TARGET_INITS`)."""
+    jepa_loss_positions: str = "masked"
+    """Where the JEPA loss is taken: the masked positions or every one (:data:`JEPA_LOSS_POSITIONS`)."""
     cross_entropy_delay_steps: int = 0
     """The cross-entropy is off (weight 0) for these first steps: the JEPA term alone trains the transformer."""
     cross_entropy_warmup_steps: int = 0
@@ -113,6 +123,17 @@ class MaskGITOptions(TaskOptions):
         if self.jepa_predictor_init not in JEPA_PREDICTOR_INITS:
             raise ValueError(f"jepa_predictor_init must be one of {JEPA_PREDICTOR_INITS}, got "
                              f"{self.jepa_predictor_init!r}")
+        if self.jepa_target_init not in JEPA_TARGET_INITS:
+            raise ValueError(f"jepa_target_init must be one of {JEPA_TARGET_INITS}, got {self.jepa_target_init!r}")
+        if self.jepa_loss_positions not in JEPA_LOSS_POSITIONS:
+            raise ValueError(f"jepa_loss_positions must be one of {JEPA_LOSS_POSITIONS}, got "
+                             f"{self.jepa_loss_positions!r}")
+        for name in ("jepa_momentum", "jepa_momentum_end"):
+            if not 0.0 <= getattr(self, name) <= 1.0:  # NaN fails too
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        if self.jepa_predictor_hidden_size is not None and self.jepa_predictor_hidden_size < 1:
+            raise ValueError(f"jepa_predictor_hidden_size must be at least 1 (or unset), got "
+                             f"{self.jepa_predictor_hidden_size}")
         if self.jepa_momentum_schedule not in MOMENTUM_SCHEDULES:
             raise ValueError(f"jepa_momentum_schedule must be one of {MOMENTUM_SCHEDULES}, got "
                              f"{self.jepa_momentum_schedule!r}")
@@ -182,7 +203,14 @@ class MaskGITTask(TrainingTask):
                                       zero_init=options.jepa_predictor_init == "zero")
             self.momentum_schedule = MomentumSchedule(options.jepa_momentum, options.jepa_momentum_end,
                                                       options.jepa_momentum_schedule, options.total_steps)
-            self.target = ExponentialMovingAverage(transformer, self.momentum_schedule)
+            # An independent target is drawn from the generator's state after the online model and the predictor,
+            # which is then given back: everything drawn afterwards is what it is with a copied target.
+            source = transformer
+            if options.jepa_target_init == "independent":
+                with torch.random.fork_rng(devices=[]):
+                    source = type(transformer)(**{k: v for k, v in transformer.config.items()
+                                                  if not k.startswith("_")})
+            self.target = ExponentialMovingAverage(source, self.momentum_schedule)
         self.model = MaskGITWithPredictor(transformer, predictor)
 
     def compute_loss(self, model, batch, generator, step):
@@ -203,7 +231,8 @@ class MaskGITTask(TrainingTask):
         with torch.no_grad():
             target_hidden = self.target.shadow.hidden_states(tokens, **conditioning, num_layers=max(self.jepa_layers),
                                                              check_values=False)
-        per_layer = jepa_layer_losses(predictions, target_hidden, mask, self.jepa_target_norm)
+        positions = torch.ones_like(mask) if self.options.jepa_loss_positions == "all" else mask
+        per_layer = jepa_layer_losses(predictions, target_hidden, positions, self.jepa_target_norm)
         jepa = per_layer.mean()
         scalars = {"ce": ce.detach(), "jepa": jepa.detach()}
         if self.cross_entropy_warmup_steps or self.cross_entropy_delay_steps:
