@@ -44,12 +44,12 @@ class CrashingDDPMTask(DDPMTask):
         return {}
 
 
-def make_task(data, crash_step=None, seed: int = 0):
+def make_task(data, crash_step=None, seed: int = 0, task_class: type = CrashingDDPMTask):
     torch.manual_seed(seed)
     unet = TupleConditionedUNet2DModel(
         concept_space=data.space.to_dict(), block_out_channels=(8, 16), norm_num_groups=4, conditioning="quantized"
     )
-    task = CrashingDDPMTask(unet, DDPMScheduler(num_train_timesteps=50), eval_inference_steps=2)
+    task = task_class(unet, DDPMScheduler(num_train_timesteps=50), eval_inference_steps=2)
     task.crash_step = crash_step
     return task
 
@@ -253,3 +253,41 @@ def test_v_prediction_target_is_diffusers_velocity_and_the_closed_form():
     closed_form = alpha_bar.sqrt() * noise - (1 - alpha_bar).sqrt() * images
     torch.testing.assert_close(scheduler.get_velocity(images, noise, timesteps), closed_form)
     torch.testing.assert_close(loss, closed_form.pow(2).mean())  # the model predicted 0: the loss is |v|^2
+
+
+class GlobalDrawsDDPMTask(CrashingDDPMTask):
+    """Records, per step, a draw from torch's global generator (where a model's dropout draws from)."""
+
+    def compute_loss(self, model, batch, generator, step):
+        self.draws = getattr(self, "draws", {}) | {step: float(torch.rand(()))}
+        return super().compute_loss(model, batch, generator, step)
+
+
+def test_a_resumed_run_draws_from_the_global_generator_what_an_uninterrupted_one_drew(small_data, tmp_path):
+    """Dropout draws from torch's global generator, not the step's: the loop seeds it by the step, so a resumed run
+    (a fresh process's generator state) takes the same draws, and two steps draw apart."""
+    data, graph = small_data
+
+    def task(crash_step=None):
+        return make_task(data, crash_step, task_class=GlobalDrawsDDPMTask)
+
+    straight = task()
+    Trainer(config(tmp_path / "straight"), straight, data, graph).train()
+    with pytest.raises(CrashAt):
+        Trainer(config(tmp_path / "crashed"), task(crash_step=5), data, graph).train()
+    reset_accelerate_state()
+    torch.manual_seed(12345)  # another process's state: the loop must not depend on it
+    resumed = task()
+    Trainer(config(tmp_path / "crashed", resume_from_checkpoint="latest"), resumed, data, graph).train()
+    assert sorted(resumed.draws) == [3, 4, 5]
+    assert all(resumed.draws[step] == straight.draws[step] for step in resumed.draws)
+    assert len(set(straight.draws.values())) == len(straight.draws) == 6
+
+
+def test_the_ema_schedule_is_checked_and_a_constant_one_starts_at_its_decay(tmp_path):
+    from compgen.training.ema import MomentumSchedule
+
+    with pytest.raises(ValueError, match="ema_schedule must be one of warmup, constant, got 'cosine'"):
+        config(tmp_path, ema_schedule="cosine")
+    assert config(tmp_path, ema_schedule="constant").ema_schedule == "constant"
+    assert MomentumSchedule(0.9999, kind="constant")(0) == 0.9999 > MomentumSchedule(0.9999, kind="warmup")(0)
