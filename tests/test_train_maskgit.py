@@ -69,6 +69,10 @@ def test_end_to_end_writes_pipeline_card_report_and_target_encoder(trained_run):
     assert "jepa_ema_momentum: `0.99 -> 1.0 (linear over 4 steps)`" in card
     assert "## Tokenizer reconstruction accuracy" in card and "| 111 | 2 |" in card
     assert "| level | classes | final accuracy |" in card
+    # Paper B's lenient protocol, logged beside the verdict's scorers and named on the card as a comparison only.
+    assert set(records[-1]["lenient_accuracy"]) == set(records[-1]["accuracy"])
+    assert records[-1]["lenient_chance"] == 0.125
+    assert "Paper B's protocol" in card
 
     # Where the time went, from the process's start: phases (the tokenizer's prefixed) plus the rest make the total.
     profile = json.loads((out / "profile.json").read_text())
@@ -264,7 +268,7 @@ def test_the_tokenizer_flags_old_names_are_deprecated_aliases():
         assert vars(parser.parse_args(new)) == vars(args) | {"tokenizer_mid_attention": False}
 
 
-def test_the_evaluation_temperature_is_logged_and_a_rescore_sweeps_it(trained_run, tmp_path, capsys):
+def test_the_evaluation_temperature_is_logged_and_a_rescore_sweeps_it(trained_run, dataset_dir, tmp_path, capsys):
     """The log keeps the MaskGIT evaluation's Gumbel temperature (re-scoring used the pipeline's default before), the
     re-score reproduces the training evaluation with it, and ``--temperature`` samples with another one."""
     from compgen.analysis.rescore import evaluate_run
@@ -272,8 +276,8 @@ def test_the_evaluation_temperature_is_logged_and_a_rescore_sweeps_it(trained_ru
 
     last = json.loads((trained_run / "learning_dynamics.jsonl").read_text().splitlines()[-1])
     assert last["sampling"]["temperature"] == 2.0 and last["sampling"]["num_inference_steps"] == 3
-    record = evaluate_run(trained_run, images_per_class=4)
-    for key in ("accuracy", "pixel_accuracy", "object_rate"):
+    record = evaluate_run(trained_run, images_per_class=4, lenient=str(dataset_dir))  # Paper B's scorer, refitted
+    for key in ("accuracy", "pixel_accuracy", "object_rate", "lenient_accuracy"):
         assert record[key] == last[key], key
     hot = evaluate_run(trained_run, images_per_class=4, temperature=8.0, num_inference_steps=2)
     assert hot["evaluation_options"]["temperature"] == 8.0

@@ -182,11 +182,13 @@ def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, gu
                  concept_values: str = "canonical", checkpoint: str | None = None, weights: str = "ema",
                  images_per_class: int = 50, seed: int = 0, batch_size: int = 400,
                  mixed_precision: str | None = None, sample_dir: str | Path | None = None,
-                 temperature: float | None = None) -> dict[str, Any]:
+                 temperature: float | None = None, lenient: Any = None) -> dict[str, Any]:
     """Score ``run_dir``'s pipeline as the training loop does; returns the evaluation record. ``None`` options take
     the training evaluation's (its log's ``sampling``). ``sample_dir``: keep 8 samples per class there (as the loop's
     ``samples/``), to look at. ``temperature``: the sampler's (MaskGIT's re-masking, GIVT's and MAR's sampling
-    temperature), to sweep it on one set of weights."""
+    temperature), to sweep it on one set of weights. ``lenient``: Paper B's lenient score
+    (:class:`~compgen.evaluation.lenient.LenientScorer`, or a dataset name or export directory for :func:`lenient_for`),
+    added to the record beside the strict scorers, as the loop logs it."""
     from diffusers import DDIMScheduler
 
     from ..clips import ClipConfig
@@ -234,7 +236,8 @@ def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, gu
     else:
         tracker = LearningDynamicsTracker(graph, default_shapes_probes(graph.space),
                                           num_images_per_class=images_per_class, seed=seed, sample_dir=sample_dir,
-                                          samples_per_class=8)
+                                          samples_per_class=8,
+                                          lenient=lenient_for(lenient, graph) if isinstance(lenient, str) else lenient)
     with sampling_precision(model, mixed_precision, model.device.type):
         record = tracker.evaluate(generate, step=step)
     record["evaluation_options"] = {"num_inference_steps": num_inference_steps,
@@ -246,6 +249,19 @@ def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, gu
     if "temperature" in sampler:  # the samplers that have one (MaskGIT, GIVT, MAR)
         record["evaluation_options"]["temperature"] = sampler["temperature"]
     return record
+
+
+def lenient_for(dataset: str | None, graph: ConceptGraph):
+    """Paper B's lenient scorer fitted on ``dataset``'s ``test`` split, as the loop fits it; ``None`` without one."""
+    if dataset is None:
+        return None
+    from ..data.loading import load_concept_dataset, split_tensors
+    from ..evaluation.lenient import LenientScorer
+
+    splits = load_concept_dataset(dataset)
+    if "test" not in splits:
+        raise ValueError(f"--lenient_dataset {dataset} has no test split (real images of every class)")
+    return LenientScorer.for_split(split_tensors(splits, "test"), graph)
 
 
 def check_temperature_option(pipeline, temperature: float) -> None:
@@ -270,7 +286,11 @@ def record_markdown(record: dict[str, Any]) -> str:
                      f"{counts.get('hybrid', 0)} | {counts.get('pale', 0)} | {fidelity.get(name, float('nan')):.2f} |")
     levels = ", ".join(f"L{k} {v:.2f}" for k, v in record["level_accuracy"].items())
     pixel_levels = ", ".join(f"L{k} {v:.2f}" for k, v in record.get("pixel_level_accuracy", {}).items())
-    return "\n".join(lines) + f"\n\nprobes: {levels}; pixel statistics: {pixel_levels}\n"
+    text = "\n".join(lines) + f"\n\nprobes: {levels}; pixel statistics: {pixel_levels}"
+    if "lenient_level_accuracy" in record:
+        lenient = ", ".join(f"L{k} {v:.2f}" for k, v in record["lenient_level_accuracy"].items())
+        text += f"; lenient (Paper B's protocol, no verdict): {lenient}"
+    return text + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -290,6 +310,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                              "training evaluation's)")
     parser.add_argument("--mixed_precision", choices=["no", "bf16"], default=None,
                         help="the sampler's precision (default: the training evaluation's)")
+    parser.add_argument("--lenient_dataset", default=None,
+                        help="a dataset (config name or export directory) whose test split fits Paper B's lenient "
+                             "score, added beside the strict scorers (default: left out)")
     parser.add_argument("--output", default=None, help="also write the record here (JSON)")
     parser.add_argument("--sample_dir", default=None, help="also keep 8 samples per class here (npz), to look at")
     args = parser.parse_args(argv)
@@ -307,12 +330,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         check_export(args.run_dir, args.guidance_scale)
         if args.temperature is not None:
             check_temperature(args.temperature, "--temperature")
+        from ..evaluation.tracker import graph_from_record
+
+        lenient = lenient_for(args.lenient_dataset, graph_from_record(last_record))
     except ValueError as error:
         parser.error(str(error))
     record = evaluate_run(args.run_dir, args.num_inference_steps, args.guidance_scale, args.concept_values,
                           args.checkpoint, args.weights, args.images_per_class, args.seed,
                           mixed_precision=args.mixed_precision, sample_dir=args.sample_dir,
-                          temperature=args.temperature)
+                          temperature=args.temperature, lenient=lenient)
     print(record_markdown(record))
     if args.output:
         atomic_write_text(args.output, json.dumps(record, indent=1) + "\n")

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..atomic_io import atomic_write_text
 from ..cli import ArgumentParser
-from ..evaluation.compare import SCORERS, Records, arm_summaries, headline_held, rose_then_collapsed
+from ..evaluation.compare import REPORTED_SCORERS, Records, arm_summaries, headline_held, rose_then_collapsed
 from ..evaluation.curves import first_step_at
 from ..evaluation.tracker import own_records, read_log
 
@@ -44,7 +44,7 @@ def run_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
                                "levels": {}}
     for level in levels:
         entry = {}
-        for scorer, key in SCORERS.items():
+        for scorer, key in REPORTED_SCORERS.items():
             if key not in records[0]:
                 continue
             values = [float(record[key][level]) for record in records]
@@ -58,7 +58,8 @@ def run_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     summary["final_per_class"] = {
         name: {"probes": round(float(value), 4), "pixel statistics": round(float(last.get("pixel_accuracy", {})
                                                                                   .get(name, float("nan"))), 4),
-               "level": int(last["levels"][name])}
+               "level": int(last["levels"][name]),
+               **({"lenient": last["lenient_accuracy"][name]} if "lenient_accuracy" in last else {})}
         for name, value in last["accuracy"].items()}
     if "fidelity" in last:  # the typicality check's verdicts and the colour-strength fidelity at the last evaluation
         for name, entry in summary["final_per_class"].items():
@@ -115,7 +116,7 @@ def arm_statistics(arms: dict[str, Sequence[str]], summary: dict[str, Any],
     for arm, names in arms.items():
         runs = [own_records(read_log(summary["_dir"] / summary["runs"][name]["log"])) for name in names]
         out[arm] = {"runs": list(names)}
-        for scorer, key in SCORERS.items():
+        for scorer, key in REPORTED_SCORERS.items():
             if key not in runs[0][0]:
                 continue
             out[arm][scorer] = {

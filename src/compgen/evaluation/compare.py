@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -78,7 +79,17 @@ class LevelSummary:
 
 
 SCORERS = {"probes": "level_accuracy", "pixel statistics": "pixel_level_accuracy"}
-"""The two scorers of an evaluation record and the key of their per-level accuracy."""
+"""The two strict scorers of an evaluation record and the key of their per-level accuracy: what verdicts read."""
+
+LENIENT_SCORER = "lenient (Paper B's protocol)"
+REPORTED_SCORERS = {**SCORERS, LENIENT_SCORER: "lenient_level_accuracy"}
+"""Every score a summary reports: the strict two and Paper B's lenient protocol (:mod:`compgen.evaluation.lenient`),
+which is reported beside them and never read by a verdict (:func:`headline_held` takes :data:`SCORERS` only)."""
+
+
+def scorer_slug(scorer: str) -> str:
+    """A scorer's name as a file name part (``pixel statistics`` -> ``pixel_statistics``)."""
+    return re.sub(r"[^a-z0-9]+", "_", scorer.lower()).strip("_")
 
 
 HEADLINE_ACCURACY, HEADLINE_EVALUATIONS, HEADLINE_FIDELITY = 0.9, 3, 0.75
@@ -213,7 +224,7 @@ def arm_summaries(arms: Mapping[str, Sequence[Records]]) -> dict[str, dict[str, 
     ``summary.json`` ``"arms"``): the final mean, the final and best accuracy of every seed, the first steps at 0.5
     and 0.9 and whether it rose then collapsed."""
     summaries: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
-    for scorer, key in SCORERS.items():
+    for scorer, key in REPORTED_SCORERS.items():
         for arm, runs in arms.items():
             if runs and all(key in r[0] for r in runs):
                 summaries.setdefault(arm, {})[scorer] = {

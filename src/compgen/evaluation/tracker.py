@@ -22,6 +22,7 @@ import numpy as np
 
 from ..atomic_io import atomic_write_bytes
 from ..concepts import ConceptGraph, ConceptSpace, concept_distance
+from .lenient import LenientScorer, lenient_chance
 from .metrics import (
     additive_accuracy,
     chance_accuracy,
@@ -33,7 +34,7 @@ from .metrics import (
 )
 from .pixel_scorer import PixelStatisticsScorer
 from .probes import ConceptProbes
-from .scoring import ImageScorer
+from .scoring import ImageScorer, probes_fingerprint
 from .typicality import colour_strength, strength_fidelity
 
 logger = logging.getLogger(__name__)
@@ -67,6 +68,8 @@ class LearningDynamicsTracker:
             with the probes go into every record; default: a
             :class:`~compgen.evaluation.pixel_scorer.PixelStatisticsScorer` calibrated on real renders when the
             graph is a shapes space and ``require_object`` is on, else none. ``False`` disables it.
+        lenient: Paper B's protocol (:class:`~compgen.evaluation.lenient.LenientScorer`), logged as a third score
+            (``lenient_accuracy``, ``lenient_level_accuracy``) that no strict verdict reads; ``None``: not logged.
     """
 
     def __init__(
@@ -81,6 +84,7 @@ class LearningDynamicsTracker:
         samples_per_class: int = 4,
         require_object: bool | None = None,
         pixel_scorer: PixelStatisticsScorer | bool | None = None,
+        lenient: LenientScorer | None = None,
     ) -> None:
         if tuple(probes.space.to_dict().items()) != tuple(graph.space.to_dict().items()):
             raise ValueError(
@@ -88,6 +92,7 @@ class LearningDynamicsTracker:
             )
         self._start_log(graph, probes, num_images_per_class, log_path, seed, sample_dir, samples_per_class)
         self.scorer = ImageScorer(probes, require_object, pixel_scorer, batch_size)
+        self.lenient = lenient
         self._reference_strengths: dict[str, np.ndarray] = {}
 
     def _start_log(self, graph: ConceptGraph, probes: Any, num_images_per_class: int,
@@ -196,7 +201,17 @@ class LearningDynamicsTracker:
                         f"{c} ({accuracy[c]:.2f} vs {pixel_accuracy[c]:.2f})" for c in record["scorer_disagreements"]
                     ),
                 )
+        if self.lenient is not None:
+            self._add_lenient(record, images, concepts)
         return self._log(record, images, step, accelerator, sampling, self.scorer.version)
+
+    def _add_lenient(self, record: dict[str, Any], images: np.ndarray, concepts: np.ndarray) -> None:
+        """Paper B's lenient score of the same samples (:mod:`compgen.evaluation.lenient`), beside the strict ones."""
+        lenient = self.lenient.score(images, concepts, self.class_names, self.num_images_per_class)
+        record["lenient_accuracy"] = lenient
+        record["lenient_level_accuracy"] = {str(k): round(v, 4) for k, v in level_means(lenient, self.levels).items()}
+        record["lenient_chance"] = lenient_chance(self.graph.space.cardinalities)
+        record["lenient_probes"] = {**self.lenient.describe(), "fingerprint": probes_fingerprint(self.lenient.probes)}
 
     def _record_head(self, step: int, images_seen: int | None, eval_start: float, generate_seconds: float
                      ) -> dict[str, Any]:
@@ -290,7 +305,8 @@ def flat_scalars(record: dict[str, Any], prefix: str = "eval") -> dict[str, floa
     """Scalars of a record for ``accelerator.log``: ``eval/accuracy/011``, ``eval/level_accuracy/1``, ..."""
     scalars: dict[str, float] = {}
     for key in ("accuracy", "additive_accuracy", "prob_product_accuracy", "level_accuracy", "object_rate",
-                "pixel_accuracy", "pixel_level_accuracy", "scorer_agreement", "fidelity", "fidelity_level"):
+                "pixel_accuracy", "pixel_level_accuracy", "scorer_agreement", "fidelity", "fidelity_level",
+                "lenient_accuracy", "lenient_level_accuracy"):
         for name, value in record.get(key, {}).items():
             scalars[f"{prefix}/{key}/{name}"] = float(value)
     for name, concepts in record["concept_accuracy"].items():

@@ -49,6 +49,7 @@ from ..data.loading import (
     split_tensors,
     training_data_from,
 )
+from ..evaluation.lenient import LenientScorer
 from ..models.config_bounds import CONFIG_BOUNDS, check_config_bounds
 from ..training.batches import check_batch_fits
 from ..training.config import (
@@ -77,10 +78,8 @@ DATASET_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
         "cpu-quick": {"celeba_config": "cpu"},
     },
 }
-"""``{dataset: {"*" or preset name: {option: default}}}``: dataset-level defaults, layered over the preset.
-
-An option a script does not define is skipped, so one table serves every training script.
-"""
+"""``{dataset: {"*" or preset name: {option: default}}}``: dataset-level defaults, layered over the preset. An option a
+script does not define is skipped, so one table serves every training script."""
 
 
 @dataclass
@@ -105,6 +104,8 @@ class TrainingRun:
     """The loaded ``DatasetDict``, for the splits a script needs besides ``train`` and ``test`` (a tokenizer's)."""
     profile: RunProfile = dataclasses.field(default_factory=RunProfile)
     """Where the run's time goes, from the process's start: printed and written to ``profile.json`` at its end."""
+    lenient: LenientScorer | None = None
+    """Paper B's protocol (:mod:`compgen.evaluation.lenient`) fitted on ``eval_data``: a third score, no verdict."""
 
     @property
     def continuous_concepts(self) -> dict[str, list[list[float]]]:
@@ -126,7 +127,7 @@ class TrainingRun:
             trainer = Trainer(self.config, task, self.train_data if train_data is None else train_data, self.graph,
                               self.probes if evaluate else None, self.dataset_name, profile=self.profile,
                               replaced=self.start.replaced if self.start is not None else (), initial=self.initial,
-                              options_checked=train_data is None)
+                              options_checked=train_data is None, lenient=self.lenient if evaluate else None)
             records = trainer.train()
             if state.is_main_process:
                 report = self.profile.write(self.config.output_dir)
@@ -342,6 +343,7 @@ def prepare_run(
                 probe_splits = (split_tensors(dataset_dict, "probe_train"), split_tensors(dataset_dict, "probe_val"))
         with state.main_process_first(), profile.phase("startup: probes (load, or train and cache)"):
             probes = None if args.no_eval else load_probes(args.probes_path, train_data, args.seed, probe_splits)
+            lenient = None if args.no_eval else LenientScorer.for_run(eval_data, graph)
     except BaseException as error:
         if claim is not None:
             claim.release()  # and the output directory goes, if this run created it and wrote nothing there
@@ -352,7 +354,7 @@ def prepare_run(
     logger.info("training data %s: %d %s (%d px) of classes %s", dataset_name, len(train_data), samples,
                 train_data.image_size, train_data.class_strings())
     run = TrainingRun(config, train_data, graph, probes, dataset_name=dataset_name, eval_data=eval_data, start=start,
-                      initial=initial, splits=dataset_dict, profile=profile)
+                      initial=initial, splits=dataset_dict, profile=profile, lenient=lenient)
     torch.manual_seed(config.seed)  # the script builds its model next: initial weights are a function of --seed
     return args, config, run
 

@@ -22,7 +22,13 @@ def write_summary(study: Study, output_dir: Path, cells: Sequence[Cell], statuse
     """``summary.json`` and ``summary.md`` (both scorers, per arm: final and best per-level accuracy, mean and spread
     over seeds, first steps to 0.5 and 0.9), a learning-dynamics plot per cell and an overlay per level of the arms'
     mean curves."""
-    from ..evaluation.compare import SCORERS, arm_summaries, comparison_markdown, plot_level_overlay
+    from ..evaluation.compare import (
+        REPORTED_SCORERS,
+        arm_summaries,
+        comparison_markdown,
+        plot_level_overlay,
+        scorer_slug,
+    )
     from ..evaluation.plots import plot_learning_dynamics
     from ..evaluation.tracker import own_records, read_log
 
@@ -56,12 +62,12 @@ def write_summary(study: Study, output_dir: Path, cells: Sequence[Cell], statuse
     if failed:
         lines.append("")
     summary["arms"] = arm_summaries(arms)
-    for scorer, key in SCORERS.items():
+    for scorer, key in REPORTED_SCORERS.items():
         scored = {arm: runs for arm, runs in arms.items() if all(key in r[0] for r in runs)}
         if not scored:
             continue
         lines += [f"## {scorer}", "", comparison_markdown(scored, key=key), ""]
-        overlay = plots / f"overlay_{scorer.replace(' ', '_')}.png"
+        overlay = plots / f"overlay_{scorer_slug(scorer)}.png"
         plot_level_overlay(scored, overlay, key=key, title=f"{study.name}: {scorer}")
         lines += [f"![mean accuracy per level, {scorer}](plots/{overlay.name})", ""]
     lines += ["## Cells", "", "| cell | status | wall-clock (s) | last step |", "|---|---|---|---|"]

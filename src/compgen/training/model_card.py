@@ -130,6 +130,8 @@ def results_markdown(records: list[dict[str, Any]], graph: ConceptGraph, eval_st
         if fidelity:
             row += f" {final['fidelity_level'][level]:.2f} |"
         lines.append(row)
+    if "lenient_level_accuracy" in final:
+        lines += ["", lenient_markdown(final)]
     objects = "object_rate" in final
     extra = ((" object rate |" if objects else "") + (" pixel scorer | agreement |" if pixel else "")
              + (" fidelity |" if fidelity else ""))
@@ -150,6 +152,18 @@ def results_markdown(records: list[dict[str, Any]], graph: ConceptGraph, eval_st
     if pixel:
         lines += ["", disagreement_markdown(records)]
     return "\n".join(lines) + "\n"
+
+
+def lenient_markdown(final: dict[str, Any]) -> str:
+    """A sentence with the last evaluation's lenient score per level (Paper B's protocol), marked as no verdict."""
+    levels = ", ".join(f"level {level} {value:.3f}" for level, value in sorted(final["lenient_level_accuracy"].items(),
+                                                                             key=lambda item: int(item[0])))
+    validation = final.get("lenient_probes", {}).get("validation_accuracy", {})
+    fitted = (" (its linear probes read real images at " + ", ".join(f"{k} {v:.2f}" for k, v in validation.items())
+              + ")") if validation else ""
+    return (f"Paper B's protocol, for comparison with its figures and no verdict here: linear probes on raw pixels, "
+            f"the product of the per-concept accuracies, no typicality check{fitted}; chance "
+            f"{final['lenient_chance']:.3f}. At step {final['step']}: {levels}.")
 
 
 def disagreement_markdown(records: list[dict[str, Any]]) -> str:

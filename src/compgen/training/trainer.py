@@ -40,6 +40,7 @@ from tqdm.auto import tqdm
 from ..atomic_io import atomic_write_text
 from ..concepts import ConceptGraph
 from ..data.loading import ConceptImageData
+from ..evaluation.lenient import LenientScorer
 from ..evaluation.sampling_precision import sampling_precision
 from ..evaluation.tracker import (
     LearningDynamicsTracker,
@@ -60,6 +61,7 @@ from .config import TrainingConfig, multi_cpu_launch
 from .ema import ExponentialMovingAverage, MomentumSchedule
 from .export import finish_run
 from .fine_tuning import FINE_TUNE_PHASE, InitialWeights, load_initial_weights, source_log_lines
+from .process_group import end_process_group_at_exit
 from .profile import RunProfile
 from .run_directory import RunDirectory
 from .state import TrainState, make_optimizer, resume, save_state
@@ -80,10 +82,10 @@ class Trainer:
 
     ``replaced``: the files of an earlier run in ``config.output_dir`` that ``--overwrite_output_dir`` replaces, which
     the loop removes once training begins (:class:`~compgen.launch.directory_claim.RunStart`). ``initial``: the weights
-    ``config.init_from`` names, already resolved (required with it). The caller claims and checks the output directory
-    and resolves ``--init_from``, once (:func:`compgen.launch.run_setup.prepare_run`); the loop does neither.
-    ``options_checked``: the caller checked the environment and that the split holds a batch before any work (as
-    ``prepare_run`` does for a run's own model), so the loop does not check them again.
+    ``config.init_from`` names, already resolved (required with it). ``lenient``: Paper B's protocol, logged beside the
+    other scores (:mod:`compgen.evaluation.lenient`). The caller claims and checks the output directory and resolves
+    ``--init_from`` once (:func:`compgen.launch.run_setup.prepare_run`); ``options_checked``: it checked the
+    environment and that the split holds a batch before any work, so the loop does not check them again.
     """
 
     def __init__(
@@ -99,6 +101,7 @@ class Trainer:
         replaced: Sequence[Path] = (),
         initial: InitialWeights | None = None,
         options_checked: bool = False,
+        lenient: LenientScorer | None = None,
     ) -> None:
         if config.init_from and initial is None:
             raise ValueError(f"init_from {config.init_from}: pass the weights it names, resolved once before any work "
@@ -109,7 +112,7 @@ class Trainer:
         self.options_checked = options_checked
         self.train_data = train_data
         self.graph = graph
-        self.probes = probes
+        self.probes, self.lenient = probes, lenient
         self.dataset_name = dataset_name
         self.profile = profile if profile is not None else RunProfile(start=time.time())  # where the time goes
         self.phase_prefix = phase_prefix
@@ -120,8 +123,6 @@ class Trainer:
         self.log_path = self.run_directory.log_path
         self.initial = initial if config.init_from else None
         self.step_offset = self.initial.step if self.initial else 0  # logged step: the source's + this run's
-
-    # --- setup -----------------------------------------------------------------------------------------------
 
     def make_accelerator(self) -> Accelerator:
         """The Accelerator for this run (see :func:`multi_cpu_launch` for ``torchrun`` on CPUs)."""
@@ -172,8 +173,6 @@ class Trainer:
             self.run_directory.truncate_logs(state.step + self.step_offset)
         return state
 
-    # --- evaluation log -------------------------------------------------------------------------------------
-
     def _make_tracker(self, state: TrainState) -> LearningDynamicsTracker | None:
         """The tracker, holding the records a resumed run logged before (the log is truncated to the checkpoint) and
         the run's clock (its wall-clock counts the earlier parts)."""
@@ -191,14 +190,13 @@ class Trainer:
             log_path=self.log_path,
             seed=self.config.seed,
             sample_dir=self.run_directory.sample_dir,
+            **({"lenient": self.lenient} if self.lenient is not None else {}),  # images only
         )
         tracker.records = read_log(self.log_path) if self.log_path.is_file() else []
         tracker.clock_origin = state.clock_origin
         if self.initial is not None:
             tracker.record_fields = {"phase": FINE_TUNE_PHASE, "phase_start_step": self.step_offset}
         return tracker
-
-    # --- the loop -------------------------------------------------------------------------------------------
 
     def training_step(self, accelerator: Accelerator, state: TrainState) -> dict[str, torch.Tensor]:
         """One optimizer step (all its micro-batches), the task's post-step hook and the EMA update. Returns the
@@ -277,7 +275,9 @@ class Trainer:
             self.config.check_environment()
             # Once per run, before the first step (not by every step's draw of its batch).
             check_batch_fits(len(self.train_data), self.config.train_batch_size, accelerator.num_processes)
-        return self._train(accelerator)
+        records = self._train(accelerator)
+        end_process_group_at_exit()  # a finished run's processes then exit cleanly (see the module)
+        return records
 
     def _phase(self, name: str):
         return self.profile.phase(self.phase_prefix + name)
