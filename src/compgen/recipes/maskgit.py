@@ -65,6 +65,11 @@ PRESETS["quickstart"] = PRESETS["cpu-quick"] | dict(max_train_steps=1000, eval_s
 PRESETS["cpu-long"] = PRESETS["cpu-quick"] | dict(learning_rate=3e-4, lr_scheduler="constant_with_warmup",
                                                   lr_warmup_steps=1000, max_train_steps=20000, eval_schedule="log",
                                                   checkpointing_steps=1000, attention_kernel="math")
+# cpu-long with the regularisation of the MaskGIT code Paper B builds on (google-research/maskgit,
+# valeoai/Maskgit-pytorch: transformer dropout 0.1, label smoothing 0.1, weight decay 0.045, Adam beta2 0.96): arm (a)
+# of studies/paper_b_maskgit_baseline.yaml (results/paper-b-maskgit-baseline/).
+PRESETS["cpu-long-regularised"] = PRESETS["cpu-long"] | dict(dropout=0.1, label_smoothing=0.1, adam_weight_decay=0.045,
+                                                             adam_beta2=0.96)
 
 
 def main(argv: list[str] | None = None) -> None:
