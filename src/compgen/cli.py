@@ -21,7 +21,13 @@ CELEBA_FLAGS = ("celeba_dir", "celeba_parquet", "celeba_training_classes")
 class ArgumentParser(argparse.ArgumentParser):
     """``argparse.ArgumentParser`` with one option spelling across every compgen command, ``--output_dir`` as in the
     training scripts (and diffusers' examples). The hyphenated spelling of an option (``--output-dir``) is still
-    accepted for a release, with a ``FutureWarning`` naming the new spelling."""
+    accepted for a release, with a ``FutureWarning`` naming the new spelling. A prefix of a flag is not that flag
+    (``allow_abbrev=False``): ``--codebook 64`` is refused, not read as ``--codebook_size 64`` behind the checks of
+    which options were given, which match full names."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def parse_known_args(self, args: list[str] | None = None, namespace: argparse.Namespace | None = None
                          ) -> tuple[argparse.Namespace, list[str]]:
@@ -59,7 +65,7 @@ def add_renamed_argument(group: argparse._ActionsContainer, flag: str, **kwargs:
 
 def apply_preset(parser: argparse.ArgumentParser, presets: dict[str, dict[str, Any]], argv: list[str] | None) -> str:
     """Parse ``--preset`` first and make its values the defaults, so explicit flags still win."""
-    pre = argparse.ArgumentParser(add_help=False)
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--preset", choices=sorted(presets), default=None)
     known, _ = pre.parse_known_args(argv)
     if known.preset:
@@ -78,7 +84,7 @@ def set_known_defaults(parser: argparse.ArgumentParser, values: dict[str, Any], 
 def peek_option(parser: argparse.ArgumentParser, name: str, argv: list[str] | None) -> Any:
     """The value ``--name`` will parse to (from ``argv``, else ``parser``'s default so far), read before the full
     parse: the layers of defaults that depend on it (``--dataset``, ``--mixed_precision``) are applied first."""
-    pre = argparse.ArgumentParser(add_help=False)
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument(f"--{name}", default=parser.get_default(name))
     return getattr(pre.parse_known_args(argv)[0], name)
 

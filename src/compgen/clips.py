@@ -52,6 +52,10 @@ class ClipConfig:
     object_jitter: float = 0.05
 
     def __post_init__(self) -> None:
+        for name in ("num_frames", "image_size"):  # 8.0 frames passed the range check, then broke the renderer
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | np.integer):
+                raise ValueError(f"{name} must be an int, got {value!r}")
         if not 4 <= self.num_frames <= 32:
             raise ValueError(f"num_frames must be in 4..32 (a turn needs frames to be seen), got {self.num_frames}")
         if not 24 <= self.image_size <= 64:

@@ -51,10 +51,24 @@ def test_unknown_classes_are_refused(concepts, message):
     ({"image_size": 16}, "image_size must be in 24..64"),
     ({"image_size": 24, "path_radius": (8.0, 9.0)}, "does not fit"),
     ({"background_jitter": 0.5}, "keep day and night apart"),
+    ({"num_frames": 8.0}, "num_frames must be an int, got 8.0"),  # passed the range check, then broke mid-render
+    ({"image_size": 32.0}, "image_size must be an int, got 32.0"),
+    ({"num_frames": True}, "num_frames must be an int"),
 ])
 def test_clip_options_are_checked(options, message):
     with pytest.raises(ValueError, match=message):
         ClipConfig(**options)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"seed": -1}, "seed must be a non-negative int, got -1"),  # a DatasetGenerationError mid-build before
+    ({"seed": 1.5}, "seed must be a non-negative int, got 1.5"),
+    ({"num_frames": 8.0}, "num_frames must be an int"),
+    ({"image_size": 32.0}, "image_size must be an int"),
+])
+def test_a_clips_config_is_checked_before_any_clip_is_drawn(options, message):
+    with pytest.raises(ValueError, match=message):
+        ConceptGraphClipsConfig(name="bad", **options).validate()
 
 
 def test_the_builder_and_its_hub_export_serve_the_frames_exactly(tmp_path):

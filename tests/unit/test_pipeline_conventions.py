@@ -209,6 +209,31 @@ def test_an_export_loaded_with_another_familys_pipeline_is_refused_at_load():
                     head_scheduler=DDPMScheduler(num_train_timesteps=50, clip_sample=False))
 
 
+@pytest.mark.parametrize("video", [False, True], ids=["image", "video"])
+def test_a_maskgit_export_under_a_dit_pipeline_and_the_reverse_are_refused_by_name(tmp_path, video):
+    """``from_pretrained`` of an export with another family's pipeline class built the pipeline on the export's own
+    components and died in ``AttributeError: 'FrozenDict' object has no attribute 'mask_token_id'`` (or
+    ``'latent_channels'``); now the pipeline names both transformers."""
+    from model_families import dit, dit_pipeline, maskgit, maskgit_pipeline, maskgit_video, maskgit_video_pipeline
+
+    from compgen import MaskGITPipeline, TupleConditionedDiTPipeline, TupleConditionedFlowDiTPipeline
+    from compgen.pipelines.flow_dit_video import FlowDiTVideoPipeline
+    from compgen.pipelines.maskgit_video import MaskGITVideoPipeline
+
+    token_export = (maskgit_video_pipeline(maskgit_video()) if video else maskgit_pipeline(maskgit()))
+    token_export.save_pretrained(tmp_path / "maskgit")
+    dit_export = dit_pipeline(dit())
+    dit_export.save_pretrained(tmp_path / "dit")
+    for pipeline in ((FlowDiTVideoPipeline,) if video else (TupleConditionedDiTPipeline,
+                                                               TupleConditionedFlowDiTPipeline)):
+        with pytest.raises(ValueError, match=f"{pipeline.__name__} needs a TupleConditionedDiT, got "
+                                             "MaskGITTransformer: an export of another family"):
+            pipeline.from_pretrained(tmp_path / "maskgit")
+    pipeline = MaskGITVideoPipeline if video else MaskGITPipeline
+    with pytest.raises(ValueError, match=f"{pipeline.__name__} needs a MaskGITTransformer, got TupleConditionedDiT"):
+        pipeline.from_pretrained(tmp_path / "dit")
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_a_step_callback_changes_the_guidance_the_loop_reads(family: Family):
     """diffusers' ``test_callback_cfg`` convention: ``pipe.guidance_scale``, ``pipe.do_classifier_free_guidance`` and

@@ -17,14 +17,14 @@ FRAMES, GRID, HIDDEN = 3, 4, 32
 
 def maskgit(**options) -> MaskGITTransformer:
     torch.manual_seed(0)
-    return MaskGITTransformer(CLIP_SPACE.to_dict(), codebook_size=16, grid_size=GRID, hidden_size=HIDDEN,
-                              num_layers=1, num_heads=2, **{"num_frames": FRAMES} | options).eval()
+    return MaskGITTransformer(CLIP_SPACE.to_dict(), codebook_size=16, grid_size=GRID, num_layers=1,
+                              **{"num_frames": FRAMES, "hidden_size": HIDDEN, "num_heads": 2} | options).eval()
 
 
 def dit(**options) -> TupleConditionedDiT:
     torch.manual_seed(0)
-    model = TupleConditionedDiT(CLIP_SPACE.to_dict(), latent_channels=4, grid_size=GRID, hidden_size=HIDDEN,
-                                num_layers=1, num_heads=2, **{"num_frames": FRAMES} | options).eval()
+    model = TupleConditionedDiT(CLIP_SPACE.to_dict(), latent_channels=4, grid_size=GRID, num_layers=1,
+                                **{"num_frames": FRAMES, "hidden_size": HIDDEN, "num_heads": 2} | options).eval()
     with torch.no_grad():  # the output layer starts at zero (DiT), blind to its inputs: give it weights
         model.output_projection.weight.normal_(std=0.1)
     return model
@@ -87,3 +87,18 @@ def test_unknown_kinds_and_factorized_images_are_refused(build):
         build(position_embedding_type="diagonal")
     with pytest.raises(ValueError, match="needs clips"):
         build(num_frames=1, position_embedding_type="factorized")
+    with pytest.raises(ValueError, match="needs an even hidden size, got 9"):  # diffusers' sine-cosine would raise
+        build(position_embedding_type="factorized", hidden_size=9, num_heads=3)
+    build(position_embedding_type="joint", hidden_size=9, num_heads=3)  # joint vectors have any width
+
+
+@pytest.mark.parametrize("recipe", ["maskgit-video", "flow-dit-video"])
+def test_a_factorized_recipe_at_an_odd_width_is_refused_before_any_work(recipe, tmp_path, capsys):
+    from compgen.recipes import load_recipe
+
+    with pytest.raises(SystemExit) as exit_info:
+        load_recipe(recipe).main(["--position_embedding", "factorized", "--hidden_size", "9", "--num_heads", "3",
+                                  "--cache_dir", str(tmp_path / "cache"), "--output_dir", str(tmp_path / "out")])
+    assert exit_info.value.code == 2
+    assert "--position_embedding factorized with --hidden_size 9" in capsys.readouterr().err
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "out").exists()

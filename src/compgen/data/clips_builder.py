@@ -68,6 +68,8 @@ class ConceptGraphClipsConfig(datasets.BuilderConfig):
         for name in ("clips_per_class", "test_clips_per_class", "tokenizer_clips_per_class"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:  # as the shapes configs
+            raise ValueError(f"seed must be a non-negative int, got {self.seed!r}")
         ClipConfig(num_frames=self.num_frames, image_size=self.image_size)  # checked by their owner
         _ = self.graph  # unknown or repeated classes are refused here
 

@@ -218,7 +218,7 @@ def given_options(parser: argparse.ArgumentParser, argv: list[str] | None) -> fr
 
 def peek_given(argv: list[str] | None, name: str) -> bool:
     """Whether ``--name`` is on the command line (not a default from any layer)."""
-    pre = argparse.ArgumentParser(add_help=False)
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument(f"--{name}", default=None)
     return pre.parse_known_args(argv)[0].__dict__[name] is not None
 

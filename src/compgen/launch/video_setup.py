@@ -8,7 +8,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from ..models.space_time_positions import POSITION_EMBEDDING_TYPES
+from ..models.space_time_positions import POSITION_EMBEDDING_TYPES, check_position_embedding_type
 from ..training.fine_tuning import InitialWeights
 from .run_setup import TrainingRun, prepare_run
 
@@ -31,6 +31,11 @@ def check_video_arguments(args: argparse.Namespace) -> None:
     if args.conditioning == "full":
         raise ValueError("--conditioning full needs per-clip values of every concept, which the clips datasets do not "
                          "hold: use --conditioning quantized")
+    try:
+        check_position_embedding_type(args.position_embedding, hidden_size=args.hidden_size)
+    except ValueError as error:
+        raise ValueError(f"--position_embedding {args.position_embedding} with --hidden_size {args.hidden_size}: "
+                         f"{error}") from None
 
 
 def prepare_video_run(parser: argparse.ArgumentParser, presets: dict[str, dict[str, Any]], argv: list[str] | None,

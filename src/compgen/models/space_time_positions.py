@@ -21,14 +21,22 @@ POSITION_EMBEDDING_TYPES = ("joint", "factorized")
 """``joint``: a learned vector per space-time position; ``factorized``: grid positions plus a learned frame vector."""
 
 
-def check_position_embedding_type(position_embedding_type: str, num_frames: int) -> None:
-    """Raise ``ValueError`` naming the option if ``position_embedding_type`` is unknown, or factorized for images."""
+def check_position_embedding_type(position_embedding_type: str, num_frames: int | None = None,
+                                  hidden_size: int | None = None) -> None:
+    """Raise ``ValueError`` naming the option if ``position_embedding_type`` is unknown, factorized for images, or
+    factorized at an odd width (its frame vectors start at a sine-cosine encoding, half sines and half cosines).
+    ``None``: not known yet (a recipe checks its flags before the clips are loaded)."""
     if position_embedding_type not in POSITION_EMBEDDING_TYPES:
         raise ValueError(f"position_embedding_type must be one of {POSITION_EMBEDDING_TYPES}, got "
                          f"{position_embedding_type!r}")
-    if position_embedding_type == "factorized" and num_frames < 2:
+    if position_embedding_type != "factorized":
+        return
+    if num_frames is not None and num_frames < 2:
         raise ValueError("position_embedding_type 'factorized' factors space from time: it needs clips "
                          f"(num_frames > 1), got num_frames={num_frames}")
+    if hidden_size is not None and hidden_size % 2:
+        raise ValueError("position_embedding_type 'factorized' starts its frame vectors at a sine-cosine encoding: "
+                         f"it needs an even hidden size, got {hidden_size}")
 
 
 class SpaceTimePositionsMixin:
@@ -39,7 +47,7 @@ class SpaceTimePositionsMixin:
 
     def _init_positions(self, num_prefix: int, grid_size: int, num_frames: int, hidden_size: int, std: float,
                         position_embedding_type: str) -> None:
-        check_position_embedding_type(position_embedding_type, num_frames)
+        check_position_embedding_type(position_embedding_type, num_frames, hidden_size)
         factorized = position_embedding_type == "factorized"
         grid_tokens = grid_size * grid_size * (1 if factorized else num_frames)
         self.position_embedding = nn.Parameter(torch.zeros(1, num_prefix + grid_tokens, hidden_size))

@@ -21,6 +21,15 @@ ConceptPrompts = ConceptLike | Mapping[str, str | int] | Sequence[ConceptLike] |
 ``(N, V)`` integer array."""
 
 
+def check_transformer(pipeline: str, transformer: Any, expected: type) -> None:
+    """Refuse another family's transformer (a MaskGIT export loaded with a DiT pipeline, or the reverse) when the
+    pipeline is built, naming both, instead of an ``AttributeError`` on a config key the other family lacks."""
+    if not isinstance(transformer, expected):
+        raise ValueError(f"{pipeline} needs a {expected.__name__}, got {type(transformer).__name__}: an export of "
+                         "another family (DiffusionPipeline.from_pretrained(path) loads the pipeline its "
+                         "model_index.json names)")
+
+
 def check_sampling_options(output_type: str, num_inference_steps: int | None) -> None:
     """Refuse what would silently give a wrong result: an unknown output type, zero or negative steps."""
     if output_type not in OUTPUT_TYPES:

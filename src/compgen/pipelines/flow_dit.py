@@ -26,6 +26,7 @@ from .concept_inputs import (
     check_sampling_options,
     check_starting_noise,
     check_step_callback,
+    check_transformer,
     prepare_concept_inputs,
 )
 from .latent_decoding import check_tokenizer, decode_standardized_latents
@@ -101,6 +102,7 @@ class TupleConditionedFlowDiTPipeline(DiffusionPipeline, GuidedSamplingMixin):
         vae: AutoencoderKL | None = None,
     ) -> None:
         super().__init__()
+        check_transformer(type(self).__name__, transformer, TupleConditionedDiT)
         check_tokenizer(vqvae, vae, transformer)
         check_flow_scheduler(scheduler)
         check_frames(type(self).__name__, transformer, self._samples_clips,

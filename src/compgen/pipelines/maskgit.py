@@ -21,6 +21,7 @@ from .concept_inputs import (
     check_generators,
     check_latents_shape,
     check_step_callback,
+    check_transformer,
     check_unmasking_options,
     prepare_concept_inputs,
 )
@@ -46,6 +47,7 @@ class MaskGITPipeline(DiffusionPipeline, GuidedSamplingMixin):
 
     def __init__(self, vqvae: VQModel, transformer: MaskGITTransformer, scheduler: MaskGITScheduler) -> None:
         super().__init__()
+        check_transformer(type(self).__name__, transformer, MaskGITTransformer)
         if scheduler.config.mask_token_id != transformer.mask_token_id:
             raise ValueError(
                 f"scheduler mask_token_id {scheduler.config.mask_token_id} differs from the transformer's mask token "

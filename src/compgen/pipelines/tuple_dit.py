@@ -24,6 +24,7 @@ from .concept_inputs import (
     check_sampling_options,
     check_starting_noise,
     check_step_callback,
+    check_transformer,
     prepare_concept_inputs,
 )
 from .latent_decoding import check_tokenizer, check_unclipped_scheduler, decode_standardized_latents
@@ -65,6 +66,7 @@ class TupleConditionedDiTPipeline(DiffusionPipeline, GuidedSamplingMixin):
         vae: AutoencoderKL | None = None,
     ) -> None:
         super().__init__()
+        check_transformer(type(self).__name__, transformer, TupleConditionedDiT)
         check_tokenizer(vqvae, vae, transformer)
         check_unclipped_scheduler(scheduler)
         check_not_flow_scheduler(scheduler)
