@@ -24,8 +24,9 @@ ConceptPrompts = ConceptLike | Mapping[str, str | int] | Sequence[ConceptLike] |
 def check_transformer(pipeline: str, transformer: Any, expected: type) -> None:
     """Refuse another family's transformer (a MaskGIT export loaded with a DiT pipeline, or the reverse) when the
     pipeline is built, naming both, instead of an ``AttributeError`` on a config key the other family lacks."""
-    if not isinstance(transformer, expected):
-        raise ValueError(f"{pipeline} needs a {expected.__name__}, got {type(transformer).__name__}: an export of "
+    model = getattr(transformer, "_orig_mod", transformer)  # a torch.compile'd model is its wrapped module
+    if not isinstance(model, expected):
+        raise ValueError(f"{pipeline} needs a {expected.__name__}, got {type(model).__name__}: an export of "
                          "another family (DiffusionPipeline.from_pretrained(path) loads the pipeline its "
                          "model_index.json names)")
 
