@@ -314,3 +314,52 @@ def test_the_tokenizer_is_a_first_stage_and_each_check_runs_once_per_stage(scrip
                  "2", "--no_eval", "--jepa_weight", "0"])
     # the generator's checks (prepare_run), then the tokenizer's loop; the generator's loop checks nothing again
     assert calls == {"environment": 2, "batch": [16 * 4, 16 * 8]}
+
+
+@pytest.mark.parametrize("refusal", [["--hidden_size", "100000"], ["--train_batch_size", "100000"]],
+                         ids=["size-limits", "batch-over-the-split"])
+def test_a_refused_overwrite_removes_nothing_of_the_earlier_run(script, dataset_dir, trained_run, tmp_path, capsys,
+                                                                refusal):
+    """Issue 76, case 1: ``--overwrite_output_dir`` with another tokenizer option, refused by a later check (the size
+    limits before any work, the batch once the data are read), leaves the earlier run's tokenizer and export as they
+    were: the loop replaces files only once the new training begins."""
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(trained_run, out)
+    before = {path: path.read_bytes() for path in sorted((out / "tokenizer").rglob("*")) if path.is_file()}
+    reset_accelerate_state()
+    with pytest.raises(SystemExit) as exit_info:
+        script.main(["--dataset", str(dataset_dir), "--output_dir", str(out), *TINY, "--max_train_steps", "4",
+                     "--overwrite_output_dir", "--codebook_size", "16", *refusal])
+    assert exit_info.value.code == 2 and refusal[0] in capsys.readouterr().err
+    after = {path: path.read_bytes() for path in sorted((out / "tokenizer").rglob("*")) if path.is_file()}
+    assert after == before and (out / "tokenizer" / "config.json").is_file()
+    assert MaskGITPipeline.from_pretrained(out).vqvae.config.num_vq_embeddings == 32
+
+
+def test_a_tokenizer_stage_killed_before_its_end_is_refused_before_the_data(script, dataset_dir, trained_run,
+                                                                            tmp_path, capsys, monkeypatch):
+    """Issue 76, case 6: a run killed while its tokenizer trains leaves ``OUTPUT/tokenizer`` with a log (and
+    checkpoints) and no export. The same command again is refused before the data are built, naming the directory
+    and ``--resume_from_checkpoint latest`` (not a raw ``FileExistsError`` after the data and the probes)."""
+    import shutil
+
+    from compgen.launch import run_setup
+
+    out = tmp_path / "out"
+    out.mkdir()
+    shutil.copytree(trained_run / "tokenizer", out / "tokenizer")
+    for name in ("config.json", "README.md", "tokenizer_options.json"):
+        (out / "tokenizer" / name).unlink(missing_ok=True)  # what a SIGKILL during the stage leaves: no export
+
+    def no_data(*args, **kwargs):
+        raise AssertionError("the data were built before the refusal")
+
+    monkeypatch.setattr(run_setup, "_load_dataset", no_data)
+    reset_accelerate_state()
+    with pytest.raises(SystemExit) as exit_info:
+        script.main(["--dataset", str(dataset_dir), "--output_dir", str(out), *TINY, "--max_train_steps", "4"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert f"{out / 'tokenizer'} holds another run" in err and "--resume_from_checkpoint latest" in err

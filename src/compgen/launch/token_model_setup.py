@@ -13,7 +13,6 @@ import argparse
 import json
 import logging
 import math
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +29,11 @@ from ..models.kl_tokenizer import build_kl_tokenizer
 from ..models.vq_tokenizer import build_vq_tokenizer
 from ..option_names import renamed_options
 from ..training.fine_tuning import InitialWeights
+from ..training.run_directory import RunDirectory
 from ..training.tasks.base import TrainingTask
 from ..training.tasks.kl_tokenizer import KLTask
 from ..training.tasks.vq_tokenizer import VQTask
+from .directory_claim import check_start
 from .run_setup import TrainingRun
 from .tokenizer_kind import (
     add_tokenizer_kind_arguments,
@@ -157,7 +158,8 @@ def reusable_tokenizer(directory: Path, options: dict[str, Any], overwrite: bool
 
     A finished tokenizer trained with other options, or one without its options file (from an older compgen or a
     killed export), is refused with a ``ValueError`` naming the differences, unless ``overwrite`` is set (then it is
-    removed and trained again)."""
+    trained again; nothing is removed here: the loop replaces its files once that training begins, so a run refused
+    by a later check leaves it as it was)."""
     if not (directory / "config.json").is_file():
         return False
     record = directory / TOKENIZER_OPTIONS_NAME
@@ -165,7 +167,6 @@ def reusable_tokenizer(directory: Path, options: dict[str, Any], overwrite: bool
     if saved == json.loads(json.dumps(options)):
         return True
     if overwrite:
-        shutil.rmtree(directory)
         return False
     differences = "no record of its options" if saved is None else ", ".join(
         f"--{k} {saved.get(k)!r} there vs {options.get(k)!r} now" for k in sorted(set(saved) | set(options))
@@ -267,9 +268,12 @@ def check_tokenizer_first_arguments(args: argparse.Namespace, initial: InitialWe
     if not math.isfinite(args.tokenizer_learning_rate) or args.tokenizer_learning_rate <= 0:
         raise ValueError(f"--tokenizer_learning_rate must be a finite number > 0, got {args.tokenizer_learning_rate}")
     if fine_tuning_tokenizer(args, initial) is None and args.tokenizer_path is None:
-        reusable_tokenizer(Path(args.output_dir) / TOKENIZER_DIR,
-                           tokenizer_options(args, args.tokenizer_steps, args.tokenizer_learning_rate),
-                           overwrite=args.overwrite_output_dir)
+        directory = Path(args.output_dir) / TOKENIZER_DIR
+        if not reusable_tokenizer(directory, tokenizer_options(args, args.tokenizer_steps,
+                                                               args.tokenizer_learning_rate),
+                                  overwrite=args.overwrite_output_dir):
+            # It trains: a stage killed before it finished is refused here, not after the data and the probes.
+            check_start(RunDirectory(directory), args.resume_from_checkpoint, args.overwrite_output_dir)
 
 
 VQ_ONLY_OPTIONS = ("codebook_size", "tokenizer_commitment_cost", "tokenizer_restart_every")
