@@ -155,3 +155,26 @@ def test_a_truncated_weight_file_is_named_before_any_work(tmp_path):
     weights.write_bytes(b"\x10")
     with pytest.raises(ValueError, match="not a whole safetensors file"):
         resolve_initial_weights(source)
+
+
+@pytest.mark.parametrize("source_frames, recipe", [(1, "maskgit-video"), (4, "maskgit")],
+                         ids=["image-source-video-recipe", "video-source-image-recipe"])
+def test_a_source_of_the_other_kind_of_data_is_refused_before_any_work(tmp_path, capsys, source_frames, recipe):
+    """Issue 76, case 7: ``maskgit-video --init_from`` an image MaskGIT (and the reverse) was accepted, then failed
+    after the data, the probes and the tokens ("train_tokens must be (N, 392), got (32, 512)"). One class serves
+    both: the source's ``num_frames`` names the kind, before the data are built."""
+    from compgen import MaskGITTransformer
+    from compgen.concepts import shapes_space
+
+    source = tmp_path / "source"
+    MaskGITTransformer(concept_space=shapes_space().to_dict(), codebook_size=8, grid_size=2, hidden_size=8,
+                       num_layers=1, num_heads=2, num_frames=source_frames).save_pretrained(source / "transformer")
+    (source / "model_index.json").write_text(json.dumps({"_class_name": "MaskGITPipeline"}))
+    reset_accelerate_state()
+    with pytest.raises(SystemExit) as exit_info:
+        load_recipe(recipe).main(["--init_from", str(source), "--cache_dir", str(tmp_path / "cache"),
+                                  "--output_dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    kind = "a model of 4-frame clips" if source_frames > 1 else "a model of images"
+    assert exit_info.value.code == 2 and kind in err and "start it from a run of the same kind" in err
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "out").exists()

@@ -110,12 +110,13 @@ def resolve_initial_weights(path: str | Path) -> InitialWeights:
                           _objective(None, trainer_state.get("config", {}).get("extra", {})))
 
 
-def check_init_from(init_from: str | Path, output_dir: str | Path, model_class: type | None = None
-                    ) -> InitialWeights:
+def check_init_from(init_from: str | Path, output_dir: str | Path, model_class: type | None = None,
+                    clips: bool | None = None) -> InitialWeights:
     """``--init_from`` checked before any work: weights there (:func:`resolve_initial_weights`), outside
     ``--output_dir`` (the run writes there, and ``--overwrite_output_dir`` would delete the weights it starts from
     before loading them), of ``model_class`` where the source records its classes, with the configuration a latent
-    model's statistics come from."""
+    model's statistics come from, and a model of clips for a recipe of clips (``clips``: a video recipe), of images
+    for one of images (one class serves both; the config's ``num_frames`` tells them apart)."""
     source, output = Path(init_from).expanduser().resolve(), Path(output_dir).expanduser().resolve()
     if source == output or output in source.parents:
         raise ValueError(f"--init_from {init_from} lies inside --output_dir {output_dir}, which this run writes (and "
@@ -129,4 +130,19 @@ def check_init_from(init_from: str | Path, output_dir: str | Path, model_class: 
             raise ValueError(f"--init_from {init_from}: no record of its {model_class.__name__}'s configuration (its "
                              "latent statistics; a checkpoint from before compgen wrote model_config.json): give "
                              "the source's export")
+        check_same_kind_of_data(init_from, initial.config_of(model_class), clips)
     return initial
+
+
+def check_same_kind_of_data(init_from: str | Path, config: dict[str, Any] | None, clips: bool | None) -> None:
+    """Refuse a source model of images for a recipe of clips, or the reverse (its weights have the other token count
+    and positions: the run would fail once data, probes and tokens are built)."""
+    if clips is None or config is None:
+        return
+    num_frames = int(config.get("num_frames", 1))
+    if (num_frames > 1) != clips:
+        have = f"a model of {num_frames}-frame clips" if num_frames > 1 else "a model of images"
+        want = "clips (a video recipe)" if clips else "images"
+        other = "a video recipe" if num_frames > 1 else "an image recipe"
+        raise ValueError(f"--init_from {init_from} holds {have}, and this recipe trains on {want}: start it from a "
+                         f"run of the same kind, or fine-tune that source with {other}")

@@ -311,7 +311,7 @@ def prepare_run(
         _check_dataset_config(args)
         config.check_environment()
         if config.init_from:  # a path that holds no usable weights fails here, not later
-            initial = check_init_from(config.init_from, config.output_dir, model_class)
+            initial = check_init_from(config.init_from, config.output_dir, model_class, clips)
         if state.is_main_process:
             start = start_run(config, state.num_processes)
             claim = start.claim
