@@ -206,3 +206,67 @@ def test_a_video_generator_is_judged_per_level_and_memorizing_is_caught():
         assert memorizing[key] == {"0": 1.0, "1": 0.0, "2": 0.0}
     with pytest.raises(ValueError, match="clips_per_class must be at least 1"):
         evaluate_clip_generator(graph, renderer_clip_generator(), clips_per_class=0)
+
+
+@pytest.fixture(scope="module")
+def six_frame_export(tmp_path_factory):
+    """A tiny clips export of another shape than the builder's default (6 frames at 40 px), in Hub layout."""
+    root = tmp_path_factory.mktemp("six-frames")
+    config = ConceptGraphClipsConfig(name="six-frames", split_preset="H32-train1", clips_per_class=1,
+                                     test_clips_per_class=1, tokenizer_clips_per_class=1, num_frames=6, image_size=40)
+    built = build_clips_dataset(config, cache_dir=str(root / "cache"))
+    return export_clip_datasets({"six-frames": built}, root / "export")
+
+
+def test_clip_evaluation_reads_the_clips_shape_and_checks_its_output_first(six_frame_export, tmp_path, capsys,
+                                                                          monkeypatch):
+    """Issue 76, case 8: ``python -m compgen.evaluation.clip_evaluation`` on an export of other clips always loaded
+    the 8-frame 32 px probes (a raw ValueError), and opened ``--output`` only after the scoring. Now the probes are
+    the clips' shape's (``--probes_path`` checked against it) and ``--output`` is checked before any work."""
+    from compgen.evaluation import clip_evaluation
+    from compgen.evaluation.clip_probes import ClipProbes
+
+    def exits(*argv: str) -> str:
+        with pytest.raises(SystemExit) as exit_info:
+            clip_evaluation.main(["--dataset", str(six_frame_export), "--config", "six-frames", *argv])
+        assert exit_info.value.code == 2
+        return capsys.readouterr().err
+
+    def no_data(*args, **kwargs):
+        raise AssertionError("the data were loaded before the refusal")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(datasets, "load_dataset", no_data)
+        assert "no directory" in exits("--output", str(tmp_path / "missing" / "record.json"))
+        assert "is a directory" in exits("--output", str(tmp_path))
+    ClipProbes().save_pretrained(tmp_path / "default-shape")
+    assert "reads clips of 8 frames at 32 px, these clips have 6 frames at 40 px" in exits(
+        "--probes_path", str(tmp_path / "default-shape"))
+    ClipProbes(num_frames=6, image_size=40).save_pretrained(tmp_path / "six")
+    record = clip_evaluation.main(["--dataset", str(six_frame_export), "--config", "six-frames", "--probes_path",
+                                   str(tmp_path / "six"), "--output", str(tmp_path / "record.json")])
+    assert sorted(record["accuracy"]) == CLASSES and (tmp_path / "record.json").is_file()
+    asked = []
+    monkeypatch.setattr("compgen.evaluation.clip_probes.default_clip_probes",
+                        lambda config=None, **kwargs: asked.append(config) or ClipProbes(6, 40))
+    clip_evaluation.main(["--dataset", str(six_frame_export), "--config", "six-frames"])
+    assert [(c.num_frames, c.image_size) for c in asked] == [(6, 40)]
+
+
+def test_probes_of_another_shape_or_kind_are_refused_when_a_video_run_loads_them(tmp_path):
+    """Issue 76, case 5: a ``--probes_path`` of other clips (8 frames at 32 px on 5-frame 40 px clips) failed at the
+    first evaluation; image probes on clips loaded as random clip probes. Both are refused as they load, before the
+    tokenizer and the training, naming the mismatch."""
+    from compgen.concepts import shapes_space
+    from compgen.evaluation.clip_probes import ClipProbes, clip_probes_for
+    from compgen.evaluation.probes import ConceptProbes
+
+    ClipProbes().save_pretrained(tmp_path / "clips")
+    with pytest.raises(ValueError, match="reads clips of 8 frames at 32 px, these clips have 5 frames at 40 px"):
+        clip_probes_for(5, 40, tmp_path / "clips")
+    assert clip_probes_for(8, 32, tmp_path / "clips").config.num_frames == 8
+    ConceptProbes(shapes_space().to_dict()).save_pretrained(tmp_path / "images")
+    with pytest.raises(ValueError, match="holds 'ConceptProbes', not ClipProbes"):
+        clip_probes_for(8, 32, tmp_path / "images")
+    with pytest.raises(ValueError, match="no config.json"):
+        clip_probes_for(8, 32, tmp_path / "nothing")

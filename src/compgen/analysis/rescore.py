@@ -193,7 +193,7 @@ def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, gu
 
     from ..clips import ClipConfig
     from ..evaluation.clip_evaluation import ClipTracker
-    from ..evaluation.clip_probes import default_clip_probes
+    from ..evaluation.clip_probes import clip_probes_for
     from ..evaluation.probes import default_shapes_probes
     from ..evaluation.tracker import LearningDynamicsTracker, graph_from_record
 
@@ -230,8 +230,8 @@ def evaluate_run(run_dir: str | Path, num_inference_steps: int | None = None, gu
         return sample_in_batches(pipeline, model, concepts, generation_seed, batch_size, per_batch, **options)
 
     if "num_frames" in last_record:  # a video run: its clips, by the clip scorers, as in training
-        tracker = ClipTracker(graph, default_clip_probes(config=ClipConfig(
-            num_frames=last_record["num_frames"], image_size=last_record.get("image_size", ClipConfig.image_size))),
+        tracker = ClipTracker(graph, clip_probes_for(last_record["num_frames"],
+                                                     last_record.get("image_size", ClipConfig.image_size)),
             num_images_per_class=images_per_class, seed=seed, sample_dir=sample_dir, samples_per_class=8)
     else:
         tracker = LearningDynamicsTracker(graph, default_shapes_probes(graph.space),

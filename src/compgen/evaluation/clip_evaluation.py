@@ -18,10 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from ..atomic_io import atomic_write_text, output_file_problem
 from ..cli import ArgumentParser
 from ..clips import CLIP_SPACE, render_clips
 from ..concepts import ConceptGraph, concept_distance
-from .clip_probes import ClipProbes, default_clip_probes
+from .clip_probes import ClipProbes, clip_probes_for, default_clip_probes
 from .clip_scoring import CLIP_FAILURES, check_clips, read_clips
 from .metrics import additive_accuracy, level_means, multiplicative_accuracy, per_image_correctness
 from .scoring import probes_fingerprint
@@ -151,7 +152,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--config", default=None, help="the config of an export directory (default: its default)")
     parser.add_argument("--cache_dir", default=None)
     parser.add_argument("--output", default=None, help="write the record here (JSON)")
+    parser.add_argument("--probes_path", default=None,
+                        help="saved clip probes of the clips' shape (default: the default ones for that shape)")
     args = parser.parse_args(argv)
+    if args.output and (problem := output_file_problem(args.output)):  # before the scoring, not after it
+        parser.error(f"--output {args.output}: {problem}")
     import datasets
 
     from ..data.clips_builder import ConceptGraphClips, build_clips_dataset
@@ -161,16 +166,21 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             data = build_clips_dataset(args.dataset, cache_dir=args.cache_dir)
         else:
             data = datasets.load_dataset(args.dataset, args.config, cache_dir=args.cache_dir)
-    except (ValueError, FileNotFoundError) as error:
+        test = data["test"].with_format("numpy")
+        clips = np.stack(test["frames"])
+        if clips.ndim != 5:
+            raise ValueError(f"its test split holds no clips (frames of shape {clips.shape[1:]})")
+    except (ValueError, FileNotFoundError, KeyError) as error:
         parser.error(f"--dataset {args.dataset}: {error}")
-    test = data["test"].with_format("numpy")
+    try:  # the probes of the clips' own shape (not the builder's default 8 frames at 32 px)
+        probes = clip_probes_for(clips.shape[1], clips.shape[2], args.probes_path)
+    except ValueError as error:
+        parser.error(str(error))
     train_classes = sorted(set(data["train"]["concepts"]))
-    record = evaluate_clips(ConceptGraph(CLIP_SPACE, train_classes), np.stack(test["frames"]), list(test["concepts"]),
-                            default_clip_probes())
+    record = evaluate_clips(ConceptGraph(CLIP_SPACE, train_classes), clips, list(test["concepts"]), probes)
     text = json.dumps(record, indent=2)
     if args.output:
-        with open(args.output, "w") as handle:
-            handle.write(text + "\n")
+        atomic_write_text(args.output, text + "\n")
     print(json.dumps({key: record[key] for key in ("level_accuracy", "pixel_level_accuracy", "typical")}, indent=2))
     return record
 

@@ -14,6 +14,7 @@ import hashlib
 import inspect
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -172,3 +173,25 @@ def default_clip_probes(seed: int = 0, config: ClipConfig | None = None,
     name, key = default_clip_probes_name(seed, config)
     return shipped_cached_or_trained(name, key, lambda: train_clip_probes(seed=seed, config=config), ClipProbes,
                                      cache_dir, f"default clip probes (seed {seed})")
+
+
+def clip_probes_for(num_frames: int, image_size: int, path: str | os.PathLike | None = None,
+                    what: str = "--probes_path") -> ClipProbes:
+    """The clip probes that read clips of ``num_frames`` frames at ``image_size`` px: saved ones at ``path``, checked
+    before they load (a :class:`ClipProbes` export of that clip shape; ``ValueError`` naming the mismatch, not a
+    failure at the first evaluation), else the default ones for that shape (:func:`default_clip_probes`)."""
+    if path is None:
+        return default_clip_probes(config=ClipConfig(num_frames=num_frames, image_size=image_size))
+    config_file = Path(path) / "config.json"
+    if not config_file.is_file():
+        raise ValueError(f"{what} {path}: no config.json there (save clip probes with ClipProbes.save_pretrained)")
+    config = json.loads(config_file.read_text())
+    if config.get("_class_name") != ClipProbes.__name__:
+        raise ValueError(f"{what} {path} holds {config.get('_class_name')!r}, not ClipProbes: clips are scored by "
+                         "clip probes (python -m compgen.evaluation.train_probes trains image probes only)")
+    saved = (config.get("num_frames", 8), config.get("image_size", 32))
+    if saved != (num_frames, image_size):
+        raise ValueError(f"{what} {path} reads clips of {saved[0]} frames at {saved[1]} px, these clips have "
+                         f"{num_frames} frames at {image_size} px: give probes of that shape, or none (the default "
+                         "ones for that shape are trained and cached)")
+    return ClipProbes.from_pretrained(path)

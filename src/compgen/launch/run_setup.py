@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import json
 import logging
 import sys
 from collections.abc import Callable
@@ -422,12 +423,14 @@ def load_probes(
     from ..evaluation.probes import ConceptProbes, default_shapes_probes
 
     if train_data.num_frames > 1:  # clips: the clip probes (per-frame appearance, the path's turn)
-        from ..clips import ClipConfig
-        from ..evaluation.clip_probes import ClipProbes, default_clip_probes
+        from ..evaluation.clip_probes import clip_probes_for
 
-        config = ClipConfig(num_frames=train_data.num_frames, image_size=train_data.image_size)
-        return ClipProbes.from_pretrained(path) if path else default_clip_probes(config=config)
+        return clip_probes_for(train_data.num_frames, train_data.image_size, path)
     if path:
+        saved = json.loads(Path(path, "config.json").read_text()) if Path(path, "config.json").is_file() else {}
+        if saved.get("_class_name") not in (None, ConceptProbes.__name__):
+            raise ValueError(f"--probes_path {path} holds {saved['_class_name']!r}, not ConceptProbes: images are "
+                             "scored by image probes (python -m compgen.evaluation.train_probes)")
         return ConceptProbes.from_pretrained(path)
     if probe_splits is not None:
         from ..evaluation.train_probes import train_cnn_probes
