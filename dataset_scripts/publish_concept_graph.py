@@ -17,7 +17,7 @@ from compgen.data.clips_builder import ConceptGraphClips
 from compgen.data.clips_export import export_clip_configs
 from compgen.data.concept_graph_builder import ConceptGraphShapes
 from compgen.data.export import export_concept_graph_configs, push_export_to_hub
-from compgen.hub import files_to_upload
+from compgen.hub import check_hub_access, files_to_upload
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -42,7 +42,9 @@ def main(argv: list[str] | None = None) -> None:
                      f"{'without' if args.clips else 'with'} --clips, into a directory of their own")
     try:
         check_writable_directory(Path(args.output_dir), args.overwrite)
-    except FileExistsError as error:
+        if args.push_to_hub:  # before the rendering and the export, not after them
+            check_hub_access(args.token)
+    except (FileExistsError, ValueError) as error:
         parser.error(str(error))
 
     export = export_clip_configs if args.clips else export_concept_graph_configs

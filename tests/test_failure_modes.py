@@ -133,6 +133,21 @@ def test_publish_refuses_a_non_empty_directory_and_a_file(tmp_path, capsys):
     assert (tmp_path / "a-file").read_text() == "not a directory"
 
 
+@pytest.mark.parametrize("kind", [[], ["--clips"]], ids=["shapes", "clips"])
+def test_publish_with_the_hub_unreachable_is_refused_before_rendering(tmp_path, capsys, monkeypatch, kind):
+    """Issue 76, case 9: ``--push_to_hub REPO`` with the Hub switched off rendered and wrote the whole export, then
+    failed with a raw ``OfflineModeIsEnabled``; now refused before anything is rendered or written."""
+    from huggingface_hub import constants
+
+    publish = load_repo_script("dataset_scripts/publish_concept_graph.py")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(SystemExit) as exit_info:
+        publish.main(["--output_dir", str(tmp_path / "export"), *kind, "--push_to_hub", "someone/shapes",
+                      "--cache_dir", str(tmp_path / "cache")])
+    assert exit_info.value.code == 2 and "HF_HUB_OFFLINE is set" in capsys.readouterr().err
+    assert not (tmp_path / "export").exists() and not (tmp_path / "cache").exists()
+
+
 # 3. A kill during the evaluation of a checkpoint step.
 def test_a_kill_during_an_evaluation_at_a_checkpoint_step_loses_no_evaluation(data, probes, tmp_path):
     with pytest.raises(Killed):
