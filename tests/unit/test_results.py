@@ -216,3 +216,18 @@ def test_a_decimal_before_of_is_not_a_count():
 
     assert [m.group(0) for m in COUNT_PATTERN.finditer("up to 0.06 of 50, and 3 of 10, 13 seeds of 20")] == [
         "3 of 10", "13 seeds of 20"]
+
+
+def test_a_count_with_the_before_its_total_is_read_and_held(tmp_path):
+    """Issue 76, case 13: "9 of the 27 cells" edited to "10 of the 27" passed the claims check unread."""
+    from compgen.analysis.claims import COUNT_PATTERN, claim_problems
+
+    assert [m.groups() for m in COUNT_PATTERN.finditer("9 of the 27 cells, 3 runs of the 5")] == [
+        ("9", "27"), ("3", "5")]
+    (tmp_path / "summary.json").write_text(json.dumps({"cpu": list(range(9)), "all": list(range(27))}))
+    claims = [{"context": "9 of the 27 cells", "counts": [{"text": "9 of the 27", "count": ["summary.json", "cpu"],
+                                                            "of": ["summary.json", "all"]}]}]
+    readme = "The CPU has run 9 of the 27 cells."
+    assert claim_problems(readme, claims, tmp_path, tmp_path) == []
+    assert any("'10 of the 27' has no claim" in problem
+               for problem in claim_problems(readme.replace("9 of", "10 of"), claims, tmp_path, tmp_path))

@@ -26,8 +26,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-COUNT_PATTERN = re.compile(r"(?<![\d.])\b(\d+) (?:seeds? |runs? |arms? )?of (\d+)\b")
-"""A stated count: "7 of 10", "13 seeds of 20", "2 runs of 3" (not a decimal's digits: "0.06 of 50")."""
+COUNT_PATTERN = re.compile(r"(?<![\d.])\b(\d+) (?:seeds? |runs? |arms? )?of (?:the )?(\d+)\b")
+"""A stated count: "7 of 10", "13 seeds of 20", "2 runs of 3", "9 of the 27" (not a decimal's digits: "0.06 of
+50")."""
 CLAIMS_FILE = "claims.json"
 
 
