@@ -25,18 +25,26 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .objects import check_objects
+from .objects import MAX_OBJECT_AREA_FRACTION, MIN_OBJECT_AREA_FRACTION, check_objects
 
 CLIP_FAILURES = ("object", "still", "jump", "flicker")
 """Why a clip is not typical: a frame without exactly one object; no motion to read a turn from; a step or a bend
 too large for a continuous path (a teleport, shuffled frames); the scene's colour or the object's size changing
 between frames."""
 
+REFERENCE_FRAMES = 8
+"""The frame count the motion limits below are stated for (the builder's default clips)."""
+REFERENCE_SIZE = 32
+"""The frame size the object's area limits are stated for (the builder's default clips)."""
 MAX_STEP = 5.0
-"""Longest step between frames, pixels (the data's longest is under 3.1 px at 32 px, 8 frames)."""
+"""Longest step between frames, pixels, at :data:`REFERENCE_FRAMES` (the data's longest is under 3.1 px). A clip of
+``T`` frames sweeps the same arc in ``T - 1`` steps: the limit scales by ``(REFERENCE_FRAMES - 1) / (T - 1)``
+(:func:`motion_limits`)."""
 MAX_BEND = 3.0
-"""Largest change of the step between frames (second difference of the path), pixels (the data's: under 1.2 px, plus
-the centre's measurement noise)."""
+"""Largest change of the step between frames (second difference of the path), pixels, at :data:`REFERENCE_FRAMES`
+(the data's: under 1.2 px, plus the centre's measurement noise); scaled as :data:`MAX_STEP`. A bend grows as the
+square of the step, but a limit that grew so would let about 70% of shuffled 4-frame clips through; scaled linearly
+every real clip of 4 to 8 frames passes and shuffled ones about as often as a shuffle keeps or reverses the order."""
 MIN_PATH = 3.0
 """Shortest path, end to end over the clip, in pixels: below it the object stands still (the data's: over 6 px)."""
 MAX_SCENE_CHANGE = 0.08
@@ -75,11 +83,27 @@ def _as_clips(frames: np.ndarray | torch.Tensor) -> np.ndarray:
     return clips
 
 
+def motion_limits(num_frames: int) -> tuple[float, float]:
+    """The longest step and the sharpest bend (pixels) a real clip of ``num_frames`` frames shows, with room:
+    :data:`MAX_STEP` and :data:`MAX_BEND` scaled to its frame count."""
+    scale = (REFERENCE_FRAMES - 1) / (num_frames - 1)
+    return MAX_STEP * scale, MAX_BEND * scale
+
+
+def object_area_limits(height: int, width: int) -> tuple[float, float]:
+    """The one-object check's area fractions for a frame of ``height x width``: the clips' object has the same size in
+    pixels at any frame size (:class:`~compgen.clips.ClipConfig`), so the images' limits hold in pixels as they are at
+    :data:`REFERENCE_SIZE` (fractions of a 28 px frame would reject the object at 56 or 64 px)."""
+    reference = REFERENCE_SIZE * REFERENCE_SIZE / (height * width)
+    return MIN_OBJECT_AREA_FRACTION * reference, MAX_OBJECT_AREA_FRACTION * reference
+
+
 def check_clips(frames: np.ndarray | torch.Tensor) -> ClipCheck:
     """Decide per clip ``(N, T, H, W, 3)`` uint8 whether it is typical (see the module docstring)."""
     clips = _as_clips(frames)
     n, t, h, w, _ = clips.shape
-    objects = check_objects(clips.reshape(n * t, h, w, 3))
+    min_area, max_area = object_area_limits(h, w)
+    objects = check_objects(clips.reshape(n * t, h, w, 3), min_area_fraction=min_area, max_area_fraction=max_area)
     mask = objects.object_mask.view(n, t, h, w).numpy()
     weight = (objects.distance.view(n, t, h, w) * objects.object_mask.view(n, t, h, w)).numpy()
     area = weight.sum(axis=(2, 3))
@@ -102,9 +126,10 @@ def check_clips(frames: np.ndarray | torch.Tensor) -> ClipCheck:
         path = np.linalg.norm(trajectory[:, -1] - trajectory[:, 0], axis=-1)
         scene = np.abs(background - np.median(background, axis=1, keepdims=True)).max(axis=(1, 2))
         sizes = pixels.max(axis=1) / np.maximum(pixels.min(axis=1), 1)
+    max_step, max_bend = motion_limits(t)
     reasons = np.full(n, "ok", dtype="<U7")
     for reason, failed in (("flicker", (scene > MAX_SCENE_CHANGE) | (sizes > MAX_AREA_RATIO)),
-                           ("jump", ~((longest <= MAX_STEP) & (sharpest <= MAX_BEND))),
+                           ("jump", ~((longest <= max_step) & (sharpest <= max_bend))),
                            ("still", ~(path >= MIN_PATH)), ("object", ~frame_ok)):
         reasons[failed] = reason  # the last that applies wins: a missing object first, then motion, then flicker
     return ClipCheck(reasons == "ok", reasons, trajectory, background, asymmetry)
