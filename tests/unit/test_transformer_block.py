@@ -77,9 +77,9 @@ def test_diffusers_attention_controls_reach_every_block(family: Family):
     class Counting(TokenAttnProcessor):
         calls = 0
 
-        def __call__(self, attn, hidden_states, attention_mask=None):
+        def __call__(self, attn, hidden_states, encoder_hidden_states=None, attention_mask=None):
             Counting.calls += 1
-            return super().__call__(attn, hidden_states, attention_mask)
+            return super().__call__(attn, hidden_states, encoder_hidden_states, attention_mask)
 
     model.set_attn_processor(Counting())
     torch.testing.assert_close(forward(model, _inputs(model)), reference)
@@ -87,14 +87,39 @@ def test_diffusers_attention_controls_reach_every_block(family: Family):
     model.set_attention_backend("_native_math")
     assert {p._attention_backend.value for p in model.attn_processors.values()} == {"_native_math"}
     torch.testing.assert_close(forward(model, _inputs(model)), reference, atol=1e-5, rtol=1e-5)
-    # a processor built for diffusers' Attention (cross-attention inputs, norms) is refused, not run at sampling
-    from diffusers.models.attention_processor import AttnProcessor2_0
-
-    with pytest.raises(ValueError, match="AttnProcessor2_0 cannot run compgen's token attention"):
-        model.set_attn_processor(AttnProcessor2_0())
     model.set_default_attn_processor()
     assert {type(p) for p in model.attn_processors.values()} == {TokenAttnProcessor}
     torch.testing.assert_close(forward(model, _inputs(model)), reference)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_diffusers_standard_attention_processors_run_every_token_transformer(family: Family):
+    """Issue 76, case 14: the fifth round refused ``set_attn_processor(AttnProcessor())`` on the token transformers,
+    so diffusers' model tests ``test_get_set_processor`` and ``test_attention_processor_dict`` failed on each and no
+    standard processor could run them. The attention is diffusers' ``Attention`` now: both tests' steps pass as
+    diffusers writes them, and each standard processor gives the default processor's outputs."""
+    from diffusers.models.attention import AttentionModuleMixin
+    from diffusers.models.attention_processor import AttnProcessor, AttnProcessor2_0
+
+    require(family, "token-blocks")
+    model = family.model()
+    reference = family.forward(model, _inputs(model))
+    # diffusers' test_attention_processor_dict
+    current = model.attn_processors
+    model.set_attn_processor({key: AttnProcessor() for key in current})
+    assert all(type(model.attn_processors[key]) is AttnProcessor for key in current)
+    torch.testing.assert_close(family.forward(model, _inputs(model)), reference, atol=1e-5, rtol=1e-5)
+    # diffusers' test_get_set_processor
+    modules = [module for module in model.modules() if isinstance(module, AttentionModuleMixin)]
+    assert len(modules) == model.config.num_layers
+    for module in modules:
+        assert module.get_processor() is not None
+        processor = AttnProcessor2_0()
+        module.set_processor(processor)
+        assert module.get_processor() is processor
+    torch.testing.assert_close(family.forward(model, _inputs(model)), reference, atol=1e-5, rtol=1e-5)
+    model.set_default_attn_processor()
+    torch.testing.assert_close(family.forward(model, _inputs(model)), reference)
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -1,15 +1,14 @@
 """The pre-norm transformer block of every compgen token model (MaskGIT, the DiT, GIVT, MAR), on diffusers' attention.
 
-The attention is a diffusers attention module (``AttentionModuleMixin``, as diffusers' own transformers build theirs
-at the pinned version) whose processor calls ``dispatch_attention_fn``: ``attn_processors`` and
-``set_attn_processor`` see it, ``set_attention_backend`` chooses its kernel, and the weights pass through diffusers'
-layerwise casting hooks (fp8 storage). The block computes what ``nn.TransformerEncoderLayer(norm_first=True,
-activation="gelu")`` computed, on which compgen's token models were first built: ``x + attn(norm1(x))``, then
-``x + ff(norm2(x))``. Weights saved in that older layout load through :func:`convert_legacy_block_weights` (the fused
-``self_attn.in_proj_weight`` split into ``attn.to_q``, ``to_k``, ``to_v``; ``linear1``, ``linear2`` renamed into
-``ff``): the converted model's outputs equal the old one's up to float rounding
-(``tests/unit/test_transformer_block.py``). One difference remains for ``dropout > 0`` (no preset uses it): dropout
-acts on the attention's output, not on its weights.
+The attention is diffusers' ``Attention`` module, run by a processor that calls ``dispatch_attention_fn``:
+``attn_processors`` and ``set_attn_processor`` see it, diffusers' standard processors run it, ``set_attention_backend``
+chooses its kernel, and the weights pass through diffusers' layerwise casting hooks (fp8 storage). The block computes
+what ``nn.TransformerEncoderLayer(norm_first=True, activation="gelu")`` computed, on which compgen's token models were
+first built: ``x + attn(norm1(x))``, then ``x + ff(norm2(x))``. Weights saved in that older layout load through
+:func:`convert_legacy_block_weights` (the fused ``self_attn.in_proj_weight`` split into ``attn.to_q``, ``to_k``,
+``to_v``; ``linear1``, ``linear2`` renamed into ``ff``): the converted model's outputs equal the old one's up to float
+rounding (``tests/unit/test_transformer_block.py``). One difference remains for ``dropout > 0`` (no preset uses it):
+dropout acts on the attention's output, not on its weights.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ import re
 import torch
 from diffusers.models.attention import AttentionMixin, AttentionModuleMixin, FeedForward
 from diffusers.models.attention_dispatch import dispatch_attention_fn
+from diffusers.models.attention_processor import Attention, AttnProcessor, AttnProcessor2_0
 from torch import nn
 
 
@@ -30,7 +30,10 @@ class TokenAttnProcessor:
     _parallel_config = None
 
     def __call__(self, attn: TokenAttention, hidden_states: torch.Tensor,
+                 encoder_hidden_states: torch.Tensor | None = None,
                  attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        if encoder_hidden_states is not None:
+            raise ValueError("compgen's token attention is self-attention: it takes no encoder_hidden_states")
         query, key, value = (projection(hidden_states).unflatten(-1, (attn.heads, -1))
                              for projection in (attn.to_q, attn.to_k, attn.to_v))
         hidden_states = dispatch_attention_fn(query, key, value, attn_mask=attention_mask,
@@ -39,33 +42,22 @@ class TokenAttnProcessor:
         return attn.to_out[1](attn.to_out[0](hidden_states))
 
 
-class TokenAttention(nn.Module, AttentionModuleMixin):
-    """Multi-head self-attention with biases (``to_q``, ``to_k``, ``to_v``, ``to_out``), run by its processor."""
+class TokenAttention(Attention, AttentionModuleMixin):
+    """Multi-head self-attention with biases (``to_q``, ``to_k``, ``to_v``, ``to_out``): diffusers' ``Attention``,
+    run by :class:`TokenAttnProcessor` by default. Being diffusers' own module, it runs diffusers' standard processors
+    too (``AttnProcessor``, ``AttnProcessor2_0``, a user's own for attention maps), with the same outputs up to the
+    kernel's rounding (``tests/unit/test_transformer_block.py``)."""
 
     _default_processor_cls = TokenAttnProcessor
-    _available_processors = [TokenAttnProcessor]
-    _supports_qkv_fusion = False
+    _available_processors = [TokenAttnProcessor, AttnProcessor, AttnProcessor2_0]
+    _supports_qkv_fusion = False  # the default processor reads to_q, to_k and to_v
 
     def __init__(self, dim: int, heads: int, dropout: float = 0.0):
-        super().__init__()
         if dim % heads:
             raise ValueError(f"the width {dim} must be a multiple of the number of heads {heads}")
-        self.heads, self.head_dim = heads, dim // heads
-        self.to_q, self.to_k, self.to_v = (nn.Linear(dim, dim) for _ in range(3))
-        self.to_out = nn.ModuleList([nn.Linear(dim, dim), nn.Dropout(dropout)])
-        self.set_processor(self._default_processor_cls())
-
-    def set_processor(self, processor) -> None:
-        """diffusers' ``set_processor``, refusing a processor built for diffusers' ``Attention`` (``AttnProcessor2_0``
-        and the like): it expects cross-attention inputs and norms this module has not, and would fail at sampling."""
-        if not isinstance(processor, tuple(self._available_processors)):
-            raise ValueError(f"{type(processor).__name__} cannot run compgen's token attention, which takes "
-                             f"{', '.join(cls.__name__ for cls in self._available_processors)}; choose the kernel with "
-                             "set_attention_backend, or go back with set_default_attn_processor()")
-        super().set_processor(processor)
-
-    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        return self.processor(self, hidden_states, attention_mask)
+        super().__init__(query_dim=dim, heads=heads, dim_head=dim // heads, dropout=dropout, bias=True,
+                         out_bias=True, processor=TokenAttnProcessor())
+        self.head_dim = dim // heads
 
 
 class TokenAttentionMixin(AttentionMixin):
