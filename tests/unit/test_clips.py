@@ -287,3 +287,13 @@ def test_probes_of_another_shape_or_kind_are_refused_when_a_video_run_loads_them
         clip_probes_for(8, 32, tmp_path / "images")
     with pytest.raises(ValueError, match="no config.json"):
         clip_probes_for(8, 32, tmp_path / "nothing")
+
+
+def test_clip_probes_are_refused_where_image_probes_are_loaded(tmp_path):
+    """The reverse of case 5: ``--probes_path`` of clip probes for an image run is refused as it loads."""
+    from compgen.evaluation.clip_probes import ClipProbes
+    from compgen.evaluation.probes import ConceptProbes
+
+    ClipProbes().save_pretrained(tmp_path / "clips")
+    with pytest.raises(ValueError, match="holds 'ClipProbes', not ConceptProbes"):
+        ConceptProbes.load_checked(tmp_path / "clips")

@@ -81,6 +81,17 @@ class ConceptProbes(ModelMixin, ConfigMixin):
             with them are calibrated at it.
     """
 
+    @classmethod
+    def load_checked(cls, path: str | os.PathLike, what: str = "--probes_path") -> ConceptProbes:
+        """``from_pretrained(path)``, after checking that ``path`` holds image probes (clip probes would load as
+        randomly initialised image probes)."""
+        config_file = Path(path) / "config.json"
+        saved = json.loads(config_file.read_text()) if config_file.is_file() else {}
+        if saved.get("_class_name") not in (None, cls.__name__):
+            raise ValueError(f"{what} {path} holds {saved['_class_name']!r}, not {cls.__name__}: images are scored "
+                             "by image probes (python -m compgen.evaluation.train_probes)")
+        return cls.from_pretrained(path)
+
     @register_to_config
     def __init__(
         self,

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import json
 import logging
 import sys
 from collections.abc import Callable
@@ -427,11 +426,7 @@ def load_probes(
 
         return clip_probes_for(train_data.num_frames, train_data.image_size, path)
     if path:
-        saved = json.loads(Path(path, "config.json").read_text()) if Path(path, "config.json").is_file() else {}
-        if saved.get("_class_name") not in (None, ConceptProbes.__name__):
-            raise ValueError(f"--probes_path {path} holds {saved['_class_name']!r}, not ConceptProbes: images are "
-                             "scored by image probes (python -m compgen.evaluation.train_probes)")
-        return ConceptProbes.from_pretrained(path)
+        return ConceptProbes.load_checked(path)
     if probe_splits is not None:
         from ..evaluation.train_probes import train_cnn_probes
 
