@@ -116,3 +116,27 @@ def test_fisher_exact_p_and_the_headline_measures():
     assert measures["held_by_probes_only"] is True and measures["steps"] == [600, 700, 800]
     no_fidelity = {k: v for k, v in record.items() if k != "fidelity_level"}
     assert headline_measures([no_fidelity] * 3)["held"] is None
+
+
+def test_holm_adjusts_a_folders_family_of_comparisons():
+    """Issue 77, item 3: one comparison at p 0.0198 among eleven is about 0.22 after Holm's step-down correction;
+    adjusted p-values keep their keys or order, stay monotone in the raw ones and never exceed 1."""
+    from compgen.evaluation.statistics import holm_adjusted
+
+    family = [0.0198] + [0.5] * 10
+    assert holm_adjusted(family)[0] == 0.2178 and holm_adjusted(family)[1:] == [1.0] * 10
+    assert holm_adjusted({"a": 0.01, "b": 0.04, "c": 0.03}) == {"a": 0.03, "b": 0.06, "c": 0.06}
+    assert holm_adjusted([0.2]) == [0.2] and holm_adjusted([]) == []
+    with pytest.raises(ValueError, match=r"in \[0, 1\]"):
+        holm_adjusted([0.1, float("nan")])
+
+
+def test_a_verdict_within_the_measured_spread_of_its_bar_is_on_the_bar():
+    from compgen.evaluation.statistics import BAR_VERDICTS, bar_verdict
+
+    assert bar_verdict(0.754, 0.75, spread=0.005) == "on the bar"  # the two CPUs' fidelities differ by 0.005
+    assert bar_verdict(0.80, 0.75, spread=0.005) == "holds" and bar_verdict(0.70, 0.75, spread=0.005) == "fails"
+    assert bar_verdict(0.2, 0.25, spread=0.01, above=False) == "holds"
+    assert {bar_verdict(v, 0.5, 0.1) for v in (0.0, 0.5, 1.0)} == set(BAR_VERDICTS)
+    with pytest.raises(ValueError, match="spread >= 0"):
+        bar_verdict(0.5, 0.5, spread=-0.1)

@@ -7,7 +7,6 @@ accuracy reaches given thresholds, and plot the mean curve per level and arm wit
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -19,6 +18,8 @@ import numpy as np
 from ..atomic_io import atomic_write_text
 from .curves import first_step_at
 from .figure_style import level_color, save_figure, subplots
+from .statistics import fisher_exact_p as fisher_exact_p  # stated once, there
+from .statistics import share_interval as share_interval
 
 Records = Sequence[dict[str, Any]]
 DEFAULT_THRESHOLDS = (0.5, 0.9)
@@ -149,35 +150,6 @@ def headline_measures(records: Records) -> dict[str, Any]:
                                   for scorer, key in SCORERS.items() if key in record}
             for record in records[-HEADLINE_EVALUATIONS:]},
     }
-
-
-def fisher_exact_p(a: int, n: int, b: int, m: int) -> float:
-    """Two-sided Fisher exact p-value of ``a`` of ``n`` against ``b`` of ``m`` (the tables no more likely than the one
-    seen), rounded to 4 digits: whether two shares of seeds can be told apart (3 of 10 against 1 of 10: 0.582)."""
-    total, held = n + m, a + b
-
-    def probability(k: int) -> float:
-        return math.comb(n, k) * math.comb(m, held - k) / math.comb(total, held)
-
-    seen = probability(a)
-    ks = range(max(0, held - m), min(n, held) + 1)
-    return round(min(1.0, sum(probability(k) for k in ks if probability(k) <= seen * (1 + 1e-9))), 4)
-
-
-def share_interval(held: int, total: int, confidence: float = 0.95) -> tuple[float, float]:
-    """The Wilson score interval of a share ``held / total`` (e.g. seeds that hold a result): with ten seeds, 3 of 10
-    is (0.11, 0.60), which is why ten seeds cannot tell 3 from 5."""
-    if isinstance(total, bool) or not isinstance(total, int) or total < 1:
-        raise ValueError(f"total must be a positive int, got {total!r}")
-    if isinstance(held, bool) or not isinstance(held, int) or not 0 <= held <= total:
-        raise ValueError(f"held must be an int in [0, {total}], got {held!r}")
-    z = {0.9: 1.6448536269514722, 0.95: 1.959963984540054, 0.99: 2.5758293035489004}.get(confidence)
-    if z is None:
-        raise ValueError(f"confidence must be 0.9, 0.95 or 0.99, got {confidence!r}")
-    share = held / total
-    centre = (share + z * z / (2 * total)) / (1 + z * z / total)
-    half = z * np.sqrt(share * (1 - share) / total + z * z / (4 * total * total)) / (1 + z * z / total)
-    return round(float(max(0.0, centre - half)), 4), round(float(min(1.0, centre + half)), 4)
 
 
 def level_curve(records: Records, level: int | str, key: str = "level_accuracy") -> tuple[np.ndarray, np.ndarray]:
