@@ -134,7 +134,7 @@ def test_holm_adjusts_a_folders_family_of_comparisons():
 def test_a_verdict_within_the_measured_spread_of_its_bar_is_on_the_bar():
     from compgen.evaluation.statistics import BAR_VERDICTS, bar_verdict
 
-    assert bar_verdict(0.754, 0.75, spread=0.005) == "on the bar"  # the two CPUs' fidelities differ by 0.005
+    assert bar_verdict(0.754, 0.75, spread=0.005) == "on the bar"  # a value inside its measured spread
     assert bar_verdict(0.80, 0.75, spread=0.005) == "holds" and bar_verdict(0.70, 0.75, spread=0.005) == "fails"
     assert bar_verdict(0.2, 0.25, spread=0.01, above=False) == "holds"
     assert {bar_verdict(v, 0.5, 0.1) for v in (0.0, 0.5, 1.0)} == set(BAR_VERDICTS)
