@@ -22,6 +22,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "src"))
 
+from compgen.analysis.results_folder import run_wall_clock  # noqa: E402
 from compgen.analysis.training_diagnostics import summarize_diagnostics  # noqa: E402
 from compgen.evaluation.figure_style import level_color, save_figure, subplots  # noqa: E402
 from compgen.evaluation.tracker import read_log  # noqa: E402
@@ -101,7 +102,9 @@ def main() -> None:
             summary.setdefault("folders", {})[folder] = {"machine": part["machine"], "date": part["date"]}
     cells = {name: read_log(folder / run["log"]) for name, (folder, run) in runs.items()}
     for name, records in sorted(cells.items()):
-        entry = {"last_step": int(records[-1]["step"]), "wall_clock_s": records[-1].get("wall_clock_s"),
+        clock, parts = run_wall_clock(records)  # a run resumed from an older checkpoint: the sum of its parts
+        entry = {"last_step": int(records[-1]["step"]),
+                 "wall_clock_s": records[-1].get("wall_clock_s") if parts == 1 else clock,
                  "evaluations": len(records), "levels": {}}
         for scorer, key in SCORERS.items():
             entry["levels"][scorer] = {level: level_numbers(records, key, level) for level in ("0", "1", "2")}
