@@ -45,3 +45,21 @@ def test_install_and_quick_start_are_on_the_first_screen_and_status_is_short():
              if line.startswith("|")]
     assert 3 <= len(table) <= 16  # a header, a rule and at most 14 rows
     assert max(len(line) for line in table) <= 160
+
+
+def test_the_readme_lists_the_builders_named_configs():
+    """Issue 74, item 6: the README's list of dataset configs is the builders' (it listed eight of twelve)."""
+    from compgen.data.clips_builder import ConceptGraphClips
+    from compgen.data.concept_graph_builder import ConceptGraphShapes
+
+    readme = (REPO / "README.md").read_text()
+    paragraph = readme[readme.index("Datasets (") : readme.index("```python", readme.index("Datasets ("))]
+    listed = set(re.findall(r"`((?:okawa|clips)-[\w-]+)`", paragraph))
+    assert listed == set(ConceptGraphShapes.builder_configs) | set(ConceptGraphClips.builder_configs)
+
+
+def test_an_unknown_dataset_name_says_how_to_train_on_a_config_of_ones_own():
+    from compgen.data.loading import load_concept_dataset
+
+    with pytest.raises(ValueError, match=r"--dataset EXPORT_DIR --dataset_config my-3x2x2"):
+        load_concept_dataset("my-3x2x2")

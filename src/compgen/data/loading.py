@@ -135,7 +135,10 @@ def load_concept_dataset(source: str, config_name: str | None = None, cache_dir:
     raise ValueError(
         f"unknown dataset source {source!r}: not {CELEBA_SOURCE!r}, not a directory, not a concept-graph config "
         f"({sorted(ConceptGraphShapes.builder_configs)}), not a clips config "
-        f"({sorted(ConceptGraphClips.builder_configs)}) and not a Hub id (org/name)"
+        f"({sorted(ConceptGraphClips.builder_configs)}) and not a Hub id (org/name). A config of your own is made "
+        "from its fields in Python and exported: export_concept_graph_configs([ConceptGraphShapesConfig("
+        f"name={source!r}, split_preset=...)], EXPORT_DIR) (compgen.data.export); then train on it with --dataset "
+        f"EXPORT_DIR --dataset_config {source}"
     )
 
 
