@@ -166,7 +166,11 @@ def test_quickstart_report_prints_both_scorers_per_level_and_where_the_plots_are
         "--dataset", "okawa-h32-train1", "--cache_dir", str(tmp_path / "cache"), "--block_out_channels", "8,16",
         "--layers_per_block", "1", "--train_batch_size", "8", "--max_train_steps", "4", "--eval_steps", "2",
         "--eval_images_per_class", "2", "--eval_inference_steps", "2", "--output_dir", str(tmp_path / "unet")])
-    capsys.readouterr()
+    # issue 74, item 5: a run ends with its result (per level, the verdict) and its card's path, as its last lines
+    last_lines = capsys.readouterr().out.strip().splitlines()[-10:]
+    assert last_lines[0].startswith("step 4: per-level accuracy (multiplicative; chance 0.125)")
+    assert last_lines[-2].startswith("Paper A's headline")
+    assert last_lines[-1] == f"model card: {tmp_path / 'unet' / 'README.md'}"
     quickstart_main(["--report", str(tmp_path / "unet")])
     out = capsys.readouterr().out
     assert "| level | probes | pixel statistics | fidelity |" in out and "| 2 |" in out
@@ -195,4 +199,7 @@ def test_the_report_says_why_the_headline_does_not_hold():
             "steps": [600, 700, 800]}
     assert headline_reason(pale) == ": level 2's fidelity 0.73 (pale or partial objects)"
     round_cone = {"held": False, "lowest_accuracy": {"1": 0.95, "2": 0.68}, "fidelity": {"2": 0.8}, "steps": [1, 2]}
-    assert headline_reason(round_cone) == ": level 2 at 0.68, only 2 evaluations"
+    assert headline_reason(round_cone) == ": level 2 at 0.68 (its lowest of the last 2 evaluations), only 2 evaluations"
+    # the verdict's number is named for what it is: the lowest of the last evaluations, not the last one
+    lowest = {"held": False, "lowest_accuracy": {"2": 0.62}, "fidelity": {"2": 0.8}, "steps": [6, 7, 8]}
+    assert headline_reason(lowest) == ": level 2 at 0.62 (its lowest of the last 3 evaluations)"

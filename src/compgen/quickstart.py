@@ -20,6 +20,7 @@ from .atomic_io import atomic_write_bytes
 from .cli import ArgumentParser
 from .data.concept_graph_builder import build_concept_graph_dataset
 from .data.export import contact_sheet, export_datasets
+from .evaluation.compare import headline_reason as headline_reason  # its home
 from .hub import files_to_upload
 
 DEFAULT_CONFIG = "okawa-h32-train1-sizes-touching"
@@ -98,23 +99,13 @@ def report_problem(run_dir: Path) -> str | None:
 def run_report(run_dir: Path) -> str:
     """The per-level accuracy at a run's last evaluation by both scorers, the headline's verdict, and where its
     plots and sample sheet are (written into ``run_dir/figures``)."""
-    from .evaluation.compare import SCORERS, headline_held
+    from .evaluation.compare import result_lines
     from .evaluation.plots import plot_all
     from .evaluation.tracker import own_records, read_log
 
     records = own_records(read_log(run_dir / "learning_dynamics.jsonl"))  # a fine-tuning run: its own phase
-    last = records[-1]
     paths = plot_all(run_dir / "learning_dynamics.jsonl", run_dir / "figures", samples_dir=run_dir / "samples")
-    lines = [f"step {last['step']}: per-level accuracy (multiplicative; chance {last['chance']})", "",
-             "| level | " + " | ".join(scorer for scorer, key in SCORERS.items() if key in last) + " | fidelity |",
-             "|---|" + "---|" * sum(key in last for key in SCORERS.values()) + "---|"]
-    for level in sorted(last["level_accuracy"], key=int):
-        values = [f"{last[key][level]:.2f}" for key in SCORERS.values() if key in last]
-        fidelity = last.get("fidelity_level", {}).get(level)
-        lines.append(f"| {level} | " + " | ".join(values) + f" | {'-' if fidelity is None else f'{fidelity:.2f}'} |")
-    held = headline_held(records)
-    lines += ["", "Paper A's headline (every level >= 0.9 by both scorers at the last three evaluations, fidelity "
-              f">= 0.75): {'holds' if held['held'] else 'does not hold'} here{headline_reason(held)}"]
+    lines = result_lines(records)
     named = {path.stem: path for path in paths}
     for stem, text in (("learning_dynamics", "learning dynamics"), ("samples", "sample sheet"),
                        ("emergence_order", "order of emergence")):
@@ -123,20 +114,6 @@ def run_report(run_dir: Path) -> str:
     return "\n".join(lines)
 
 
-def headline_reason(held: dict) -> str:
-    """Why the headline does not hold, from :func:`~compgen.evaluation.compare.headline_held`'s result: the levels
-    under 0.9 at the last three evaluations and under 0.75 fidelity at the last ("" when it holds)."""
-    from .evaluation.compare import HEADLINE_ACCURACY, HEADLINE_EVALUATIONS, HEADLINE_FIDELITY
-
-    if held["held"]:
-        return ""
-    reasons = [f"level {level} at {value:.2f}" for level, value in sorted(held["lowest_accuracy"].items())
-               if value < HEADLINE_ACCURACY]
-    reasons += [f"level {level}'s fidelity {value:.2f} (pale or partial objects)"
-                for level, value in sorted(held["fidelity"].items()) if value < HEADLINE_FIDELITY]
-    if len(held["steps"]) < HEADLINE_EVALUATIONS:
-        reasons.append(f"only {len(held['steps'])} evaluations")
-    return f": {', '.join(reasons)}" if reasons else ""
 
 
 def _png_bytes(image: Image.Image) -> bytes:

@@ -11,6 +11,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -119,6 +120,50 @@ def headline_held(records: Records, scorers: Sequence[str] = tuple(SCORERS),
     held = scored and min(accuracy.values()) >= HEADLINE_ACCURACY and fidelity_ok
     return {"held": held, "lowest_accuracy": accuracy, "fidelity": fidelity,
             "steps": [int(r["step"]) for r in last]}
+
+
+def result_lines(records: Records) -> list[str]:
+    """A run's result as it prints at its end (and ``python -m compgen.quickstart --report``): the per-level accuracy
+    at its last evaluation by both scorers with its fidelity, and Paper A's headline verdict with why not."""
+    last = records[-1]
+    chance = last.get("chance")
+    lines = [f"step {last['step']}: per-level accuracy (multiplicative"
+             + (f"; chance {chance:.4g})" if isinstance(chance, int | float) else ")"), "",
+             "| level | " + " | ".join(scorer for scorer, key in SCORERS.items() if key in last) + " | fidelity |",
+             "|---|" + "---|" * sum(key in last for key in SCORERS.values()) + "---|"]
+    for level in sorted(last["level_accuracy"], key=int):
+        values = [f"{last[key][level]:.2f}" for key in SCORERS.values() if key in last]
+        fidelity = last.get("fidelity_level", {}).get(level)
+        lines.append(f"| {level} | " + " | ".join(values) + f" | {'-' if fidelity is None else f'{fidelity:.2f}'} |")
+    held = headline_held(records)
+    lines += ["", "Paper A's headline (every level >= 0.9 by both scorers at the last three evaluations, fidelity "
+              f">= 0.75): {'holds' if held['held'] else 'does not hold'} here{headline_reason(held)}"]
+    return lines
+
+
+def print_run_result(output_dir: str | os.PathLike) -> None:
+    """A run's last lines: its result at the last evaluation (:func:`result_lines`) and where its model card is,
+    printed below the timing table."""
+    from .tracker import own_records, read_log
+
+    log = Path(output_dir) / "learning_dynamics.jsonl"
+    records = own_records(read_log(log)) if log.is_file() else []
+    if records and "level_accuracy" in records[-1]:
+        print("\n".join([*result_lines(records), f"model card: {Path(output_dir) / 'README.md'}"]), flush=True)
+
+
+def headline_reason(held: dict) -> str:
+    """Why the headline does not hold, from :func:`~compgen.evaluation.compare.headline_held`'s result: the levels
+    under 0.9 at the last three evaluations and under 0.75 fidelity at the last ("" when it holds)."""
+    if held["held"]:
+        return ""
+    reasons = [f"level {level} at {value:.2f} (its lowest of the last {len(held['steps'])} evaluations)"
+               for level, value in sorted(held["lowest_accuracy"].items()) if value < HEADLINE_ACCURACY]
+    reasons += [f"level {level}'s fidelity {value:.2f} (pale or partial objects)"
+                for level, value in sorted(held["fidelity"].items()) if value < HEADLINE_FIDELITY]
+    if len(held["steps"]) < HEADLINE_EVALUATIONS:
+        reasons.append(f"only {len(held['steps'])} evaluations")
+    return f": {', '.join(reasons)}" if reasons else ""
 
 
 MEASURE_TEXTS = {

@@ -49,6 +49,7 @@ from ..data.loading import (
     split_tensors,
     training_data_from,
 )
+from ..evaluation.compare import print_run_result
 from ..evaluation.lenient import LenientScorer
 from ..models.config_bounds import CONFIG_BOUNDS, check_config_bounds
 from ..training.batches import check_batch_fits
@@ -97,9 +98,8 @@ class TrainingRun:
     """``config.output_dir``, claimed and checked before the data were built (on the main process); the claim is given
     back once training there ends."""
     initial: InitialWeights | None = None
-    """The weights ``--init_from`` names, resolved once before any work
-    (:func:`~compgen.launch.init_from.check_init_from`): what the loop loads, and where a token model's tokenizer and
-    latent statistics come from."""
+    """The weights ``--init_from`` names, resolved before any work (:func:`~compgen.launch.init_from.check_init_from`):
+    what the loop loads, and where a token model's tokenizer and latent statistics come from."""
     splits: Any = None
     """The loaded ``DatasetDict``, for the splits a script needs besides ``train`` and ``test`` (a tokenizer's)."""
     profile: RunProfile = dataclasses.field(default_factory=RunProfile)
@@ -132,6 +132,8 @@ class TrainingRun:
             if state.is_main_process:
                 report = self.profile.write(self.config.output_dir)
                 logger.info("%s", self.profile.table(report))
+                if evaluate:
+                    print_run_result(self.config.output_dir)
             return records
         finally:
             if self.start is not None:
