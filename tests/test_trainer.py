@@ -145,6 +145,8 @@ def test_evaluation_log_model_card_and_push_list(small_data, tmp_path):
     assert "| 2 | 111 | 1.000 | 1.000 | 3 |" in card
     assert "| 111 | triangle | blue | small | 2 | 1.000 | 1.000 |" in card
     assert (tmp_path / "learning_dynamics.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # both scorers in the card's plot (the title says which is dashed), and the per-concept figure linked
+    assert "[accuracy per concept](concept_accuracy.png)" in card and (tmp_path / "concept_accuracy.png").is_file()
 
     pipe = TupleConditionedDDPMPipeline.from_pretrained(tmp_path)
     assert pipe("111", num_inference_steps=2, output_type="np").images.shape == (1, 28, 28, 3)

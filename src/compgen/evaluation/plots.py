@@ -61,11 +61,13 @@ def plot_learning_dynamics(
     smoothing: int = 1,
     x_key: str = "step",
     title: str | None = None,
+    dashed_metric: str | None = None,
 ) -> None:
     """Accuracy vs training step, one line per class colored by level (Paper A Fig. 5 style).
 
     ``metric`` is ``"accuracy"`` (multiplicative), ``"additive_accuracy"`` or ``"prob_product_accuracy"``;
-    ``smoothing`` is a trailing moving-average window in evaluations.
+    ``smoothing`` is a trailing moving-average window in evaluations; ``dashed_metric`` (e.g. ``"pixel_accuracy"``,
+    the second scorer's) is drawn dashed beside it per class, so a class the two scorers read apart shows.
     """
     if not records:
         raise ValueError("no records to plot")
@@ -80,6 +82,11 @@ def plot_learning_dynamics(
         ax.plot(x, y, color=level_color(level), linewidth=1.8, label=label)
         ax.annotate(name, (x[-1], y[-1]), fontsize=7, color=level_color(level), xytext=(3, 0),
                     textcoords="offset points", va="center")
+        if dashed_metric is not None:
+            ax.plot(x, moving_average([r[dashed_metric][name] for r in records], smoothing), color=level_color(level),
+                    linewidth=1.2, linestyle="--", alpha=0.8)
+    if dashed_metric is not None:
+        ax.plot([], [], color="gray", linestyle="--", label=f"{dashed_metric.replace('_', ' ')} (dashed)")
     ax.axhline(records[0]["chance"], color="gray", linestyle=":", linewidth=1, label="chance")
     boundary = next((r["phase_start_step"] for r in records if "phase_start_step" in r), None)
     if boundary is not None and x_key == "step":  # a fine-tuning run (--init_from): where the second phase starts

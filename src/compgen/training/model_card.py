@@ -18,6 +18,8 @@ from ..evaluation.tracker import own_records
 from ..families import pipelines
 
 PLOT_NAME = "learning_dynamics.png"
+CONCEPT_PLOT_NAME = "concept_accuracy.png"
+"""The card's per-concept figure (:func:`~compgen.evaluation.plots.plot_concept_accuracy`), linked below its plot."""
 LOCAL_OPTIONS = ("cache_dir", "celeba_dir", "celeba_parquet", "probes_path", "tokenizer_path", "vqvae_path",
                  "dataset", "peer_dir")
 """Options that name places on one machine: kept in the run's checkpoints, never published in a model card."""
@@ -234,8 +236,14 @@ def write_model_card(
     if records:
         from ..evaluation.plots import plot_learning_dynamics
 
-        plot_learning_dynamics(records, output_dir / PLOT_NAME, log_x=False)
+        dashed = "pixel_accuracy" if all("pixel_accuracy" in r for r in records) else None
+        plot_learning_dynamics(records, output_dir / PLOT_NAME, log_x=False, dashed_metric=dashed,
+                               title="accuracy per class (probes solid, pixel statistics dashed)" if dashed else None)
         has_plot = True
+        if all("concept_accuracy" in r for r in records) and "concept_space" in records[0]:
+            from ..evaluation.plots import plot_concept_accuracy
+
+            plot_concept_accuracy(records, output_dir / CONCEPT_PLOT_NAME, log_x=False)
     pipeline_class = details.get("pipeline_class", "DiffusionPipeline")
     hub_id = hub_dataset_id(dataset_name)
     # The weights carry the licence of the data they were trained on: the synthetic shapes data is under the code's
@@ -282,6 +290,8 @@ def write_model_card(
     ]
     if has_plot:
         body += [f"![learning dynamics]({PLOT_NAME})", ""]
+        if (output_dir / CONCEPT_PLOT_NAME).is_file():
+            body += [f"Which concept each class misses, and when: [accuracy per concept]({CONCEPT_PLOT_NAME}).", ""]
     body += sections_markdown(details.get("sections", []))
     body += ["## Model", ""] + [f"- {k}: `{v}`" for k, v in hyper.items()]
     config_path, model_config = saved_model_config(output_dir)
