@@ -225,3 +225,33 @@ def test_every_token_recipe_trains_on_celeba(recipe, celeba, trained_probes_dir,
         images = pipeline_class.from_pretrained(output)("111", num_inference_steps=2, output_type="np").images
         assert images.shape == (1, 32, 32, 3)
         assert "celeba-cpu" in (output / "README.md").read_text()
+
+
+def test_probes_that_read_a_concept_near_chance_are_refused_unless_accepted(splits):
+    """Issue 74, item 3: a shape probe validated at 0.591 (chance 0.5) once decided every accuracy of a run, shown
+    nowhere. Probes trained on the data carry their validation accuracy and chance (logged, in every record, on the
+    card), and one within 0.15 of chance stops the run before training unless ``--accept_weak_probes``: here the
+    labels of one concept are shuffled, so nothing in the images shows it."""
+    import dataclasses
+
+    from compgen.training.model_card import probe_validation_markdown
+
+    probe_train, probe_val = split_tensors(splits, "probe_train"), split_tensors(splits, "probe_val")
+    generator = torch.Generator().manual_seed(0)
+
+    def shuffled(data):
+        concepts = data.concepts.clone()
+        concepts[:, 0] = concepts[torch.randperm(len(concepts), generator=generator), 0]
+        return dataclasses.replace(data, concepts=concepts)
+
+    train_data, _ = training_data_from(splits)
+    weak = (shuffled(probe_train), shuffled(probe_val))
+    with pytest.raises(ValueError, match=r"within 0.15 of chance.*--accept_weak_probes"):
+        load_probes(None, train_data, seed=0, probe_splits=weak)
+    probes = load_probes(None, train_data, seed=0, probe_splits=weak, accept_weak=True)
+    first = train_data.space.names[0]
+    assert probes.validation[first]["near_chance"] and probes.validation[first]["chance"] == 0.5
+    assert f"The {first} probe reads near chance" in probe_validation_markdown(probes.validation)
+    good = load_probes(None, train_data, seed=0, probe_splits=(probe_train, probe_val))
+    assert not any(row["near_chance"] for row in good.validation.values())
+    assert "near chance" not in probe_validation_markdown(good.validation)

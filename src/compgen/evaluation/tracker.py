@@ -203,6 +203,8 @@ class LearningDynamicsTracker:
                 )
         if self.lenient is not None:
             self._add_lenient(record, images, concepts)
+        if getattr(self.probes, "validation", None):  # probes trained on the run's data: how well they read it
+            record["probe_validation"] = self.probes.validation
         return self._log(record, images, step, accelerator, sampling, self.scorer.version)
 
     def _add_lenient(self, record: dict[str, Any], images: np.ndarray, concepts: np.ndarray) -> None:

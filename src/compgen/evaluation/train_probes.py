@@ -29,7 +29,7 @@ import torch
 
 from ..atomic_io import atomic_directory, check_writable_directory
 from ..cli import ArgumentParser, add_celeba_arguments, celeba_builder_options
-from ..concepts import get_split_preset
+from ..concepts import ConceptSpace, get_split_preset
 from ..data.loading import CELEBA_SOURCE, ConceptImageData, load_concept_dataset, split_tensors
 from .corruptions import ProbeAugmentation
 from .probes import PROBE_TYPES, ConceptProbes, fit_probes, train_shapes_probes
@@ -163,3 +163,29 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
 
 if __name__ == "__main__":
     main()
+
+
+WEAK_PROBE_MARGIN = 0.15
+"""A probe whose validation accuracy lies within this of chance cannot tell the run's samples apart: every accuracy
+the run reports would rest on it, so such a run is refused before training (unless accepted, and then the card says
+so)."""
+
+
+def probe_quality(accuracy: dict[str, float], space: ConceptSpace) -> dict[str, dict[str, float | bool]]:
+    """Per concept variable: the probe's validation ``accuracy``, its ``chance`` (one over the values) and whether it
+    is ``near_chance`` (within :data:`WEAK_PROBE_MARGIN`)."""
+    return {variable.name: {"accuracy": round(float(accuracy[variable.name]), 4),
+                            "chance": round(1.0 / len(variable.values), 4),
+                            "near_chance": float(accuracy[variable.name]) - 1.0 / len(variable.values)
+                            < WEAK_PROBE_MARGIN}
+            for variable in space.variables}
+
+
+def check_probe_quality(quality: dict[str, dict[str, float | bool]], accept_weak: bool = False) -> None:
+    """Refuse (``ValueError``) probes that read some concept near chance, naming it, unless ``accept_weak``."""
+    weak = [f"{name} {row['accuracy']:.3f} (chance {row['chance']:.3f})" for name, row in quality.items()
+            if row["near_chance"]]
+    if weak and not accept_weak:
+        raise ValueError(f"the probes trained on the data read {', '.join(weak)}: within {WEAK_PROBE_MARGIN} of "
+                         "chance, so the run's accuracies would rest on them. Is that concept visible in the images? "
+                         "Pass --accept_weak_probes to train anyway (the card then says so)")

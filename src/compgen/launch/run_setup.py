@@ -66,6 +66,7 @@ from ..training.tasks.base import TrainingTask
 from ..training.trainer import Trainer
 from .directory_claim import RunDirectoryInUseError, RunStart, start_run
 from .init_from import check_init_from
+from .run_probes import load_probes as load_probes  # its home
 
 logger = logging.getLogger(__name__)
 
@@ -280,6 +281,8 @@ def prepare_run(
                         help="saved ConceptProbes (save_pretrained dir or Hub id); default: the default shapes "
                              "probes (trained once, cached), or CNN probes trained on the probe_train split (celeba)")
     parser.add_argument("--no_eval", action="store_true", help="train without the learning-dynamics evaluation")
+    parser.add_argument("--accept_weak_probes", action="store_true",
+                        help="train even where probes trained on the data read a concept near chance")
     add_celeba_arguments(parser)
     add_training_arguments(parser)
     parser.add_argument("--print_config", action="store_true",
@@ -344,7 +347,8 @@ def prepare_run(
             if not args.no_eval and not args.probes_path and {"probe_train", "probe_val"} <= set(dataset_dict):
                 probe_splits = (split_tensors(dataset_dict, "probe_train"), split_tensors(dataset_dict, "probe_val"))
         with state.main_process_first(), profile.phase("startup: probes (load, or train and cache)"):
-            probes = None if args.no_eval else load_probes(args.probes_path, train_data, args.seed, probe_splits)
+            probes = None if args.no_eval else load_probes(args.probes_path, train_data, args.seed, probe_splits,
+                                                           accept_weak=args.accept_weak_probes)
             lenient = None if args.no_eval else LenientScorer.for_run(eval_data, graph)
     except BaseException as error:
         if claim is not None:
@@ -407,44 +411,3 @@ def _load_dataset(args: argparse.Namespace, celeba_options: dict[str, Any]):
         dataset_name = config_name or args.dataset
         dataset_dict = load_concept_dataset(args.dataset, args.dataset_config, cache_dir=args.cache_dir)
     return dataset_dict, dataset_name
-
-
-def load_probes(
-    path: str | None,
-    train_data: ConceptImageData,
-    seed: int,
-    probe_splits: tuple[ConceptImageData, ConceptImageData] | None = None,
-) -> nn.Module:
-    """The probes a run is evaluated with.
-
-    Saved probes if ``path`` is given; else CNN probes trained now on ``probe_splits`` = (``probe_train``,
-    ``probe_val``) of datasets that have them (CelebA), with the ``probe_val`` accuracy logged; else the default
-    shapes probes (:func:`~compgen.evaluation.probes.default_shapes_probes`, trained once and cached on disk).
-    """
-    from ..evaluation.probes import ConceptProbes, default_shapes_probes
-
-    if train_data.num_frames > 1:  # clips: the clip probes (per-frame appearance, the path's turn)
-        from ..evaluation.clip_probes import clip_probes_for
-
-        return clip_probes_for(train_data.num_frames, train_data.image_size, path)
-    if path:
-        return ConceptProbes.load_checked(path)
-    if probe_splits is not None:
-        from ..evaluation.train_probes import train_cnn_probes
-
-        probes, accuracy = train_cnn_probes(*probe_splits, seed=seed)
-        logger.info("CNN probes trained on %d probe_train images; probe_val accuracy (%d images): %s",
-                    len(probe_splits[0]), len(probe_splits[1]),
-                    ", ".join(f"{name} {value:.3f}" for name, value in accuracy.items()))
-        return probes
-    from ..concepts import shapes_space
-
-    shapes_names = set(shapes_space(background=True).names)
-    if not set(train_data.space.names) <= shapes_names:
-        raise ValueError(
-            f"no probes for concept variables {train_data.space.names}: linear probes are trained on rendered shapes "
-            f"({sorted(shapes_names)}) only; pass --probes_path or use a dataset with probe_train/probe_val splits"
-        )
-    # One instrument for every run: the default probes do not depend on the run's seed, so seeds compare fairly.
-    return default_shapes_probes(train_data.space, image_size=train_data.image_size,
-                                 object_scale=train_data.object_scale)

@@ -97,6 +97,8 @@ def results_markdown(records: list[dict[str, Any]], graph: ConceptGraph, eval_st
                       "the additive accuracy and the object rate come from the probes only."]
     else:
         lines += ["", "Every number comes from the concept probes (no second scorer for these images)."]
+    if "probe_validation" in final:
+        lines += ["", probe_validation_markdown(final["probe_validation"])]
     fidelity = "fidelity_level" in final
     if fidelity:
         lines += ["", "Hybrids (two shapes superposed) and pale objects fail the typicality check and count as wrong "
@@ -154,6 +156,16 @@ def results_markdown(records: list[dict[str, Any]], graph: ConceptGraph, eval_st
     if pixel:
         lines += ["", disagreement_markdown(records)]
     return "\n".join(lines) + "\n"
+
+
+def probe_validation_markdown(validation: dict[str, dict[str, Any]]) -> str:
+    """A sentence on the probes trained on the run's own data: each one's validation accuracy beside its chance, and
+    a warning where one reads near chance (a run accepted with ``--accept_weak_probes``)."""
+    read = ", ".join(f"{name} {row['accuracy']:.3f} (chance {row['chance']:.3f})" for name, row in validation.items())
+    weak = [name for name, row in validation.items() if row.get("near_chance")]
+    warning = (f" **The {', '.join(weak)} probe reads near chance (accepted with --accept_weak_probes): every "
+               "accuracy here that needs it is unreliable.**") if weak else ""
+    return f"The probes were trained on this dataset's probe splits; validation accuracy: {read}.{warning}"
 
 
 def lenient_markdown(final: dict[str, Any]) -> str:
