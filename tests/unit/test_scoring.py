@@ -60,3 +60,31 @@ def test_one_score_call_checks_objects_once_and_matches_the_separate_passes(isol
     for got, want in zip(scores.probabilities, probabilities, strict=True):
         np.testing.assert_array_equal(got, want)
     assert (scores.pixel_predictions == -1).any() and (scores.predictions == -1).any()
+
+
+def test_score_samples_gives_the_training_logs_numbers_for_any_image_form():
+    """Issue 74, item 4: one call scores a pipeline's output (PIL, uint8 or float numpy, tensors) for named classes by
+    every scorer of the space, per class and per level: the same numbers the tracker logs for the same images."""
+    from PIL import Image
+
+    from compgen.concepts import get_split_preset
+    from compgen.evaluation import LearningDynamicsTracker, default_shapes_probes, score_samples
+
+    graph = get_split_preset("H32-train1").graph()
+    names = [graph.format(node) for node in graph.nodes]
+    rendered = render_classes(graph.space, [name for name in names for _ in range(6)], seed=3).images
+    by_class = {name: rendered[6 * i: 6 * (i + 1)] for i, name in enumerate(names)}
+    tracker = LearningDynamicsTracker(graph, default_shapes_probes(graph.space), num_images_per_class=6)
+    logged = tracker.evaluate(lambda concepts, seed: rendered, step=0)
+    forms = {name: (list(map(Image.fromarray, images)) if i % 3 == 0 else images.astype(np.float32) / 255.0
+                    if i % 3 == 1 else torch.from_numpy(images).permute(0, 3, 1, 2).float() / 255.0)
+             for i, (name, images) in enumerate(by_class.items())}
+    scored = score_samples(forms, graph)
+    for key in ("accuracy", "level_accuracy", "pixel_accuracy", "pixel_level_accuracy", "object_rate"):
+        assert scored[key] == logged[key], key
+    part = score_samples({"111": by_class["111"]}, graph)
+    assert part["level_accuracy"] == {"2": logged["accuracy"]["111"]} and part["levels"] == {"111": 2}
+    with pytest.raises(ValueError, match="not classes of the graph"):
+        score_samples({"112": by_class["111"]}, graph)
+    with pytest.raises(ValueError, match=r"samples\['111'\]: images must be"):
+        score_samples({"111": by_class["111"][..., :2]}, graph)

@@ -17,6 +17,7 @@ from .objects import check_objects
 from .pixel_scorer import PixelStatisticsScorer
 from .preprocessing import center_objects
 from .probes import ConceptProbes, default_shapes_probes, train_shapes_probes
+from .score_samples import score_samples
 from .scoring import ImageScorer
 from .tracker import LearningDynamicsTracker, memorizing_generator, read_log, renderer_generator
 
@@ -38,5 +39,6 @@ __all__ = [
     "probability_product_accuracy",
     "read_log",
     "renderer_generator",
+    "score_samples",
     "train_shapes_probes",
 ]
