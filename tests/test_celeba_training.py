@@ -173,7 +173,7 @@ def test_train_probes_command_saves_cnn_probes_with_probe_val_accuracy(trained_p
 
 def test_cpu_quick_preset_trains_on_celeba_and_writes_a_pipeline_and_card(celeba, tmp_path, caplog):
     output = tmp_path / "unet"
-    with caplog.at_level("INFO", logger="compgen.launch.run_setup"):
+    with caplog.at_level("INFO", logger="compgen.launch"):
         load_recipe("tuple-unet").main([
         "--preset", "cpu-quick", "--dataset", "celeba", "--celeba_dir", celeba["data_dir"],
             "--cache_dir", celeba["cache_dir"], "--output_dir", str(output), "--max_train_steps", "3",
@@ -182,7 +182,8 @@ def test_cpu_quick_preset_trains_on_celeba_and_writes_a_pipeline_and_card(celeba
             "--mixed_precision", "no", "--seed", str(margin_seed(0)),
         ])  # fmt: skip
     # Without --probes_path the run trained CNN probes on probe_train and logged their probe_val accuracy.
-    pattern = r"probe_val accuracy \(\d+ images\): gender ([\d.]+), smile ([\d.]+), hair ([\d.]+)"
+    pattern = (r"probe_val accuracy \(\d+ images; chance\): gender ([\d.]+) \(0.500\), smile ([\d.]+) \(0.500\), "
+               r"hair ([\d.]+) \(0.500\)")
     logged = re.search(pattern, caplog.text)
     assert logged, caplog.text
     check_margin("CelebA run: lowest logged probe_val accuracy", min(float(v) for v in logged.groups()), above=0.9)

@@ -192,3 +192,28 @@ def test_the_recipes_choices_are_their_owners_constants():
               for path in sorted((SRC / "compgen" / folder).glob("*.py"))
               for number, line in enumerate(path.read_text().splitlines(), start=1) if "choices=[" in line]
     assert copied == []
+
+
+def test_a_run_on_shapes_imports_no_celeba_or_clips_module(tmp_path):
+    """Issue 75, item 4: a run on the shapes data entered the CelebA modules (for the choices of one flag) and the
+    clips builder (for a name check before the shapes configs'). The command line and the data of a shapes run now
+    import neither; the CelebA configs named in ``compgen.cli`` are the builder's."""
+    import subprocess
+    import sys
+
+    from compgen.cli import CELEBA_CONFIG_NAMES
+    from compgen.data.celeba import CelebAConcepts
+
+    assert list(CELEBA_CONFIG_NAMES) == sorted(CelebAConcepts.builder_configs)
+    code = (
+        "import sys\n"
+        "from compgen.cli import ArgumentParser, add_celeba_arguments\n"
+        "from compgen.recipes import load_recipe\n"
+        "from compgen.data.loading import load_concept_dataset\n"
+        "add_celeba_arguments(ArgumentParser()); load_recipe('tuple-unet')\n"
+        f"load_concept_dataset('okawa-h32-train1', cache_dir={str(tmp_path)!r}, images_per_class=2, "
+        "test_images_per_class=1, tokenizer_images_per_class=1)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('compgen') and ('celeba' in m or 'clip' in m)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"

@@ -122,13 +122,15 @@ def load_concept_dataset(source: str, config_name: str | None = None, cache_dir:
         return load_celeba_concepts(config_name=config_name or "default", cache_dir=cache_dir, **overrides)
     if Path(source).is_dir():
         return load_dataset(str(source), config_name, cache_dir=cache_dir)
-    from .clips_builder import ConceptGraphClips, build_clips_dataset
     from .concept_graph_builder import ConceptGraphShapes, build_concept_graph_dataset
+
+    if source in ConceptGraphShapes.builder_configs:
+        return build_concept_graph_dataset(source, cache_dir=cache_dir, **overrides)
+    from .clips_builder import ConceptGraphClips, build_clips_dataset  # not imported by a run on shapes
 
     if source in ConceptGraphClips.builder_configs:
         return build_clips_dataset(source, cache_dir=cache_dir, **overrides)
-
-    if source in ConceptGraphShapes.builder_configs or overrides:
+    if overrides:
         return build_concept_graph_dataset(source, cache_dir=cache_dir, **overrides)
     if "/" in source:
         return load_dataset(source, config_name, cache_dir=cache_dir)
