@@ -121,6 +121,10 @@ def load_concept_dataset(source: str, config_name: str | None = None, cache_dir:
 
         return load_celeba_concepts(config_name=config_name or "default", cache_dir=cache_dir, **overrides)
     if Path(source).is_dir():
+        from .image_folder import is_image_folder, load_image_folder
+
+        if is_image_folder(source):  # one's own labelled images (docs/datasets.md, "Your own images")
+            return load_image_folder(source, overrides.get("training_classes", ()))
         return load_dataset(str(source), config_name, cache_dir=cache_dir)
     from .concept_graph_builder import ConceptGraphShapes, build_concept_graph_dataset
 

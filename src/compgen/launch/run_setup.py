@@ -42,6 +42,7 @@ from ..cli import (
     set_known_defaults,
 )
 from ..concepts import ConceptGraph
+from ..data.image_folder import has_continuous_values, is_image_folder
 from ..data.loading import (
     CELEBA_SOURCE,
     ConceptImageData,
@@ -163,6 +164,9 @@ def apply_dataset_defaults(parser: argparse.ArgumentParser, preset: str, argv: l
     """Make :data:`DATASET_DEFAULTS` of ``--dataset`` (``"*"``, then ``preset``) the defaults; returns them."""
     dataset = peek_option(parser, "dataset", argv)
     table = DATASET_DEFAULTS.get(dataset, {})
+    if dataset and Path(dataset).is_dir() and is_image_folder(dataset):  # defaults read from the data themselves
+        table = {"*": {"tokenizer_data": "training-classes"}
+                 | ({} if has_continuous_values(dataset) else {"conditioning": "quantized"})}
     defined = {a.dest for a in parser._actions}
     values = {k: v for k, v in {**table.get("*", {}), **table.get(preset, {})}.items() if k in defined}
     parser.set_defaults(**values)
@@ -277,6 +281,8 @@ def prepare_run(
     parser.add_argument("--dataset_config", default=None,
                         help="config of a directory / Hub dataset (for celeba: of the --celeba_parquet dataset)")
     parser.add_argument("--cache_dir", default=None)
+    parser.add_argument("--training_classes", nargs="+", default=None,
+                        help="with --dataset FOLDER of your own images: the training classes (one digit per variable)")
     parser.add_argument("--probes_path", default=None,
                         help="saved ConceptProbes (save_pretrained dir or Hub id); default: the default shapes "
                              "probes (trained once, cached), or CNN probes trained on the probe_train split (celeba)")
@@ -398,6 +404,12 @@ def _check_dataset_config(args: argparse.Namespace) -> None:
     if args.dataset_config and args.dataset in ConceptGraphShapes.builder_configs and not Path(args.dataset).is_dir():
         raise ValueError(f"--dataset {args.dataset} is a concept-graph config name; --dataset_config "
                          f"{args.dataset_config!r} only applies to a local export directory or a Hub dataset")
+    own = Path(args.dataset).is_dir() and is_image_folder(args.dataset)
+    if own != bool(args.training_classes):
+        raise ValueError(f"--dataset {args.dataset} is a folder of your own images: name its training classes with "
+                         "--training_classes (one digit per variable, e.g. 00 01 10)" if own else
+                         "--training_classes names the training classes of a folder of your own images (--dataset "
+                         "FOLDER with a metadata.csv or metadata.jsonl); a config's training classes are its own")
 
 
 def _load_dataset(args: argparse.Namespace, celeba_options: dict[str, Any]):
@@ -407,7 +419,9 @@ def _load_dataset(args: argparse.Namespace, celeba_options: dict[str, Any]):
         dataset_dict = load_concept_dataset(CELEBA_SOURCE, args.celeba_config, cache_dir=args.cache_dir,
                                             **celeba_options)
     else:
+        own = Path(args.dataset).is_dir() and is_image_folder(args.dataset)
         config_name = args.dataset_config or (args.dataset if not Path(args.dataset).is_dir() else None)
         dataset_name = config_name or args.dataset
-        dataset_dict = load_concept_dataset(args.dataset, args.dataset_config, cache_dir=args.cache_dir)
+        dataset_dict = load_concept_dataset(args.dataset, args.dataset_config, cache_dir=args.cache_dir,
+                                            **({"training_classes": args.training_classes} if own else {}))
     return dataset_dict, dataset_name
