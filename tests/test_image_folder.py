@@ -86,3 +86,29 @@ def test_the_folder_is_checked_and_split_by_level(folder, tmp_path):
     (broken / "0003.png").unlink()
     with pytest.raises(ValueError, match=r"0003.png: missing or unreadable"):
         load_image_folder(broken, ["00"])
+
+
+def test_a_hub_layout_copy_of_ones_images_gives_the_same_dataset(folder, tmp_path, capsys):
+    """The same images as a Hub dataset would hold them (Parquet, the attributes as text columns, no ClassLabel), as
+    a local directory in Hub layout: ``--dataset DIR --training_classes`` builds the same concept graph."""
+    import datasets
+
+    rows = list(csv.DictReader((folder / "metadata.csv").open()))
+    hub = tmp_path / "hub"
+    (hub / "data").mkdir(parents=True)
+    datasets.Dataset.from_dict({"image": [str(folder / row["file_name"]) for row in rows],
+                                "shape": [row["shape"] for row in rows], "color": [row["color"] for row in rows]},
+                               features=datasets.Features({"image": datasets.Image(), "shape": datasets.Value("string"),
+                                                           "color": datasets.Value("string")})
+                               ).to_parquet(str(hub / "data" / "train-00000-of-00001.parquet"))
+    from compgen.data.loading import load_concept_dataset
+
+    from_hub = load_concept_dataset(str(hub), training_classes=["00", "01", "10"], cache_dir=str(tmp_path / "cache"))
+    from_folder = load_image_folder(folder, ["00", "01", "10"])
+    assert from_hub["train"].features == from_folder["train"].features
+    assert sorted(from_hub["test"]["concepts"]) == sorted(from_folder["test"]["concepts"])
+    reset_accelerate_state()
+    with pytest.raises(SystemExit) as exit_info:  # a config's training classes are its own
+        load_recipe("tuple-unet").main(["--dataset", "okawa-h32-train1", "--training_classes", "000",
+                                        "--output_dir", str(tmp_path / "run")])
+    assert exit_info.value.code == 2 and "a config's are its own" in capsys.readouterr().err

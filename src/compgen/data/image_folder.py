@@ -83,18 +83,56 @@ def _variable_values(name: str, column: list[str]) -> list[str]:
 
 def load_image_folder(directory: str | os.PathLike, training_classes: Sequence[str], seed: int = 0):
     """The ``DatasetDict`` (``train``, ``test``, ``probe_train``, ``probe_val``) of an image folder with
-    ``training_classes`` (one digit per variable). Refused with a ``ValueError`` naming the problem: an unknown
-    value or class, a class without images, a missing or unreadable image, images of different sizes."""
-    import datasets
+    ``training_classes`` (one digit per variable): :func:`labelled_images_dataset` of its images and metadata. A
+    missing or unreadable image is refused, naming it."""
     from PIL import Image, UnidentifiedImageError
-
-    from ..concepts import ConceptGraph, ConceptSpace, ConceptVariable
 
     directory = Path(directory)
     rows = read_metadata(directory)
-    names = concept_columns(rows)
-    if not names:
-        raise ValueError(f"{metadata_file(directory)}: no concept columns beside file_name")
+    check_columns(rows, str(metadata_file(directory)))
+    images = []
+    for row in rows:
+        path = directory / row["file_name"]
+        try:
+            with Image.open(path) as image:
+                images.append(np.asarray(image.convert("RGB")))
+        except (FileNotFoundError, UnidentifiedImageError, OSError) as error:
+            raise ValueError(f"{path}: missing or unreadable ({type(error).__name__}: {error})") from error
+    return labelled_images_dataset(images, rows, training_classes, [row["file_name"] for row in rows], seed)
+
+
+def labelled_split_dataset(split, training_classes: Sequence[str], seed: int = 0):
+    """A ``datasets`` split of images with attribute columns as text or integers (a Hub dataset or a Parquet export
+    of one's own images, no ``ClassLabel`` columns) as a concept-graph ``DatasetDict``
+    (:func:`labelled_images_dataset`)."""
+    if "image" not in split.column_names:
+        raise ValueError(f"a dataset of one's own images needs an image column, got {split.column_names}")
+    columns = [c for c in split.column_names if c not in ("image", "file_name")]
+    rows = [{c: str(value) for c, value in zip(columns, values, strict=True)}
+            for values in zip(*(split[c] for c in columns), strict=True)]
+    check_columns([{"file_name": "", **row} for row in rows[:1]], "the dataset")
+    images = [np.asarray(image.convert("RGB")) for image in split["image"]]
+    return labelled_images_dataset(images, rows, training_classes, [f"row {i}" for i in range(len(rows))], seed)
+
+
+def check_columns(rows: Sequence[dict[str, str]], where: str) -> None:
+    """At least one concept column beside ``file_name`` and the ``*_value`` columns."""
+    if not concept_columns(rows):
+        raise ValueError(f"{where}: no concept columns beside file_name")
+
+
+def labelled_images_dataset(images: Sequence[np.ndarray], rows: Sequence[dict[str, str]],
+                            training_classes: Sequence[str], where: Sequence[str], seed: int = 0):
+    """Images with one row of attributes each (text: names or integers; ``<variable>_value`` floats) as the
+    ``DatasetDict`` compgen trains on: the concept space from the columns, ``train`` (the training classes less a
+    :data:`TEST_SHARE`), ``test`` (that share and every held-out class), ``probe_train`` / ``probe_val`` (every class).
+    Refused with a ``ValueError`` naming the problem: an unknown value or class, a class without images, a variable
+    with one value, images not square or not of one size (``where`` names each image)."""
+    import datasets
+
+    from ..concepts import ConceptGraph, ConceptSpace, ConceptVariable
+
+    names = [c for c in rows[0] if c != "file_name" and not c.endswith(VALUE_SUFFIX)]
     variables = {name: _variable_values(name, [row[name] for row in rows]) for name in names}
     space = ConceptSpace(tuple(ConceptVariable(name, tuple(values)) for name, values in variables.items()))
     if not training_classes:
@@ -107,39 +145,29 @@ def load_image_folder(directory: str | os.PathLike, training_classes: Sequence[s
         shape = " x ".join(map(str, space.cardinalities))
         raise ValueError(f"classes {empty} have no images: every class of the {shape} space needs some (the held-out "
                          "ones to test on)")
-    images, size = [], None
-    for row in rows:
-        path = directory / row["file_name"]
-        try:
-            with Image.open(path) as image:
-                array = np.asarray(image.convert("RGB"))
-        except (FileNotFoundError, UnidentifiedImageError, OSError) as error:
-            raise ValueError(f"{path}: missing or unreadable ({type(error).__name__}: {error})") from error
-        if array.shape[0] != array.shape[1] or (size is not None and array.shape != size):
-            raise ValueError(f"{path}: {array.shape[1]}x{array.shape[0]} px; every image must be square and of one "
-                             f"size ({size[1]}x{size[0]} px before it)" if size else f"{path}: not square")
-        size = array.shape
-        images.append(array)
-    value_columns = {n: f"{n}{VALUE_SUFFIX}" for n in names if f"{n}{VALUE_SUFFIX}" in rows[0]}
-    rng = np.random.default_rng(seed)
-    order = rng.permutation(len(rows))
-    split_of = {}
+    size = images[0].shape
+    for array, name in zip(images, where, strict=True):
+        if array.shape[0] != array.shape[1] or array.shape != size:
+            raise ValueError(f"{name}: {array.shape[1]}x{array.shape[0]} px; every image must be square and of one "
+                             f"size (the first is {size[1]}x{size[0]} px)")
+    value_columns = [f"{n}{VALUE_SUFFIX}" for n in names if f"{n}{VALUE_SUFFIX}" in rows[0]]
+    order = np.random.default_rng(seed).permutation(len(rows))
+    split_of, probe_val = {}, set()
     for name in sorted(set(classes)):
         members = [i for i in order if classes[i] == name]
         held = int(np.ceil(TEST_SHARE * len(members))) if name in training else len(members)
         split_of |= {i: "test" if k < held else "train" for k, i in enumerate(members)}
-    probe_val = {i for name in set(classes) for k, i in enumerate(j for j in order if classes[j] == name)
-                 if k < max(1, int(PROBE_VAL_SHARE * classes.count(name)))}
+        probe_val |= set(members[:max(1, int(PROBE_VAL_SHARE * len(members)))])
     features = datasets.Features({"image": datasets.Image(),
                                   **{n: datasets.ClassLabel(names=variables[n]) for n in names},
-                                  **{column: datasets.Value("float32") for column in value_columns.values()},
+                                  **{column: datasets.Value("float32") for column in value_columns},
                                   "concepts": datasets.Value("string"), "level": datasets.Value("int32")})
 
     def split(indices: list[int]) -> datasets.Dataset:
         return datasets.Dataset.from_dict({
             "image": [images[i] for i in indices],
             **{n: [variables[n].index(rows[i][n]) for i in indices] for n in names},
-            **{column: [float(rows[i][column]) for i in indices] for column in value_columns.values()},
+            **{column: [float(rows[i][column]) for i in indices] for column in value_columns},
             "concepts": [classes[i] for i in indices], "level": [graph.levels[classes[i]] for i in indices],
         }, features=features)
 

@@ -125,7 +125,7 @@ def load_concept_dataset(source: str, config_name: str | None = None, cache_dir:
 
         if is_image_folder(source):  # one's own labelled images (docs/datasets.md, "Your own images")
             return load_image_folder(source, overrides.get("training_classes", ()))
-        return load_dataset(str(source), config_name, cache_dir=cache_dir)
+        return _own_labels(load_dataset(str(source), config_name, cache_dir=cache_dir), source, overrides)
     from .concept_graph_builder import ConceptGraphShapes, build_concept_graph_dataset
 
     if source in ConceptGraphShapes.builder_configs:
@@ -137,7 +137,7 @@ def load_concept_dataset(source: str, config_name: str | None = None, cache_dir:
     if overrides:
         return build_concept_graph_dataset(source, cache_dir=cache_dir, **overrides)
     if "/" in source:
-        return load_dataset(source, config_name, cache_dir=cache_dir)
+        return _own_labels(load_dataset(source, config_name, cache_dir=cache_dir), source, overrides)
     raise ValueError(
         f"unknown dataset source {source!r}: not {CELEBA_SOURCE!r}, not a directory, not a concept-graph config "
         f"({sorted(ConceptGraphShapes.builder_configs)}), not a clips config "
@@ -146,6 +146,23 @@ def load_concept_dataset(source: str, config_name: str | None = None, cache_dir:
         f"name={source!r}, split_preset=...)], EXPORT_DIR) (compgen.data.export); then train on it with --dataset "
         f"EXPORT_DIR --dataset_config {source}"
     )
+
+
+def _own_labels(dataset_dict, source: str, overrides: dict):
+    """A directory or Hub dataset as loaded; with ``training_classes``, one of one's own images whose attribute
+    columns are text or integers (:func:`~compgen.data.image_folder.labelled_split_dataset` of its ``train``
+    split)."""
+    if not overrides.get("training_classes"):
+        return dataset_dict
+    from datasets import ClassLabel
+
+    from .image_folder import labelled_split_dataset
+
+    split = dataset_dict["train"] if "train" in dataset_dict else next(iter(dataset_dict.values()))
+    if any(isinstance(feature, ClassLabel) for feature in split.features.values()):
+        raise ValueError(f"{source} is a concept-graph dataset with its own splits and training classes: drop "
+                         "--training_classes (it names those of a dataset of one's own images)")
+    return labelled_split_dataset(split, overrides["training_classes"])
 
 
 def to_tensors(dataset) -> ConceptImageData:

@@ -405,11 +405,12 @@ def _check_dataset_config(args: argparse.Namespace) -> None:
         raise ValueError(f"--dataset {args.dataset} is a concept-graph config name; --dataset_config "
                          f"{args.dataset_config!r} only applies to a local export directory or a Hub dataset")
     own = Path(args.dataset).is_dir() and is_image_folder(args.dataset)
-    if own != bool(args.training_classes):
+    if own and not args.training_classes:
         raise ValueError(f"--dataset {args.dataset} is a folder of your own images: name its training classes with "
-                         "--training_classes (one digit per variable, e.g. 00 01 10)" if own else
-                         "--training_classes names the training classes of a folder of your own images (--dataset "
-                         "FOLDER with a metadata.csv or metadata.jsonl); a config's training classes are its own")
+                         "--training_classes (one digit per variable, e.g. 00 01 10)")
+    if args.training_classes and not (Path(args.dataset).is_dir() or "/" in args.dataset):
+        raise ValueError("--training_classes names the training classes of your own images (--dataset FOLDER with a "
+                         "metadata.csv or metadata.jsonl, or a directory or Hub id of them); a config's are its own")
 
 
 def _load_dataset(args: argparse.Namespace, celeba_options: dict[str, Any]):
@@ -419,7 +420,7 @@ def _load_dataset(args: argparse.Namespace, celeba_options: dict[str, Any]):
         dataset_dict = load_concept_dataset(CELEBA_SOURCE, args.celeba_config, cache_dir=args.cache_dir,
                                             **celeba_options)
     else:
-        own = Path(args.dataset).is_dir() and is_image_folder(args.dataset)
+        own = bool(args.training_classes)
         config_name = args.dataset_config or (args.dataset if not Path(args.dataset).is_dir() else None)
         dataset_name = config_name or args.dataset
         dataset_dict = load_concept_dataset(args.dataset, args.dataset_config, cache_dir=args.cache_dir,
