@@ -430,5 +430,5 @@ def default_shapes_probes(
                    f"seed {seed})")
     return shipped_cached_or_trained(
         name, key, lambda: train_shapes_probes(space, probe_type, image_size=image_size, seed=seed,
-                                               object_scale=object_scale),
+                                               object_scale=object_scale, progress=True),  # minutes: shown
         ConceptProbes, cache_dir, description)
