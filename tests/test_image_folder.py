@@ -55,6 +55,7 @@ def test_a_folder_trains_with_one_command_and_its_card_shows_the_probes(folder, 
     assert last[-1] == f"model card: {tmp_path / 'run' / 'README.md'}" and "| 1 |" in "\n".join(last)
     card = (tmp_path / "run" / "README.md").read_text()
     assert "validation accuracy: shape" in card and "(chance 0.500)" in card and "near chance" not in card
+    assert "object rate" not in card  # no object check runs on one's own images
     record = json.loads((tmp_path / "run" / "learning_dynamics.jsonl").read_text().splitlines()[-1])
     assert record["levels"] == {"00": 0, "01": 0, "10": 0, "11": 1} and "probe_validation" in record
     config = json.loads((tmp_path / "run" / "unet" / "config.json").read_text())

@@ -103,6 +103,7 @@ def test_card_reports_the_second_scorer_and_where_the_scorers_disagree(tmp_path)
     for step in (100, 200, 300, 400):
         record = make_record(step)
         record["object_rate"] = {name: 1.0 for name in record["accuracy"]}
+        record["object_failures"] = {name: {} for name in record["accuracy"]}  # the one-object check ran
         record["pixel_accuracy"] = dict(record["accuracy"])
         if step >= 300:  # the pixel statistics see fewer correct 111 samples than the probes do
             record["pixel_accuracy"]["111"] = record["accuracy"]["111"] - 0.3

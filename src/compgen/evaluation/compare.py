@@ -135,9 +135,12 @@ def result_lines(records: Records) -> list[str]:
         values = [f"{last[key][level]:.2f}" for key in SCORERS.values() if key in last]
         fidelity = last.get("fidelity_level", {}).get(level)
         lines.append(f"| {level} | " + " | ".join(values) + f" | {'-' if fidelity is None else f'{fidelity:.2f}'} |")
-    held = headline_held(records)
-    lines += ["", "Paper A's headline (every level >= 0.9 by both scorers at the last three evaluations, fidelity "
-              f">= 0.75): {'holds' if held['held'] else 'does not hold'} here{headline_reason(held)}"]
+    scorers = [name for name, key in SCORERS.items() if key in last]  # own images: the probes alone, no fidelity
+    held = headline_held(records, scorers, HEADLINE_FIDELITY if "fidelity_level" in last else None)
+    by = "both scorers" if len(scorers) == len(SCORERS) else "the probes (no second scorer here)"
+    fidelity = ", fidelity >= 0.75" if "fidelity_level" in last else ""
+    lines += ["", f"Paper A's headline (every level >= 0.9 by {by} at the last three evaluations{fidelity}): "
+              f"{'holds' if held['held'] else 'does not hold'} here{headline_reason(held)}"]
     return lines
 
 

@@ -136,7 +136,8 @@ def results_markdown(records: list[dict[str, Any]], graph: ConceptGraph, eval_st
         lines.append(row)
     if "lenient_level_accuracy" in final:
         lines += ["", lenient_markdown(final)]
-    objects = "object_rate" in final
+    # the object rate where an object check ran (images: the one-object check; clips: the typicality check)
+    objects = "object_rate" in final and ("object_failures" in final or "num_frames" in final)
     extra = ((" object rate |" if objects else "") + (" pixel scorer | agreement |" if pixel else "")
              + (" fidelity |" if fidelity else ""))
     columns = graph.space.num_variables + 3 + objects + 2 * pixel + fidelity
