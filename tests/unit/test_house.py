@@ -140,8 +140,8 @@ def test_no_import_cycles():
 
 
 LAYERS = [
-    {"concepts", "solids", "shapes", "clips", "images", "atomic_io", "hub", "eval_mode", "option_names", "families",
-     "__init__"},
+    {"concepts", "solids", "shapes", "clips", "scenes", "images", "atomic_io", "hub", "eval_mode", "option_names",
+     "families", "__init__"},
     {"data"}, {"cli"}, {"models"}, {"schedulers"}, {"pipelines"}, {"evaluation"}, {"training"}, {"analysis"},
     {"launch"}, {"recipes", "train"}, {"studies"}, {"quickstart"},
 ]
