@@ -37,8 +37,9 @@ def metadata_file(directory: str | os.PathLike) -> Path | None:
 
 def is_image_folder(directory: str | os.PathLike) -> bool:
     """Whether ``directory`` is an image folder of one's own (a metadata file, no Parquet export beside it)."""
-    directory = Path(directory)
-    return metadata_file(directory) is not None and not any(directory.glob("**/*.parquet"))
+    directory = Path(directory)  # a Hub-layout export keeps its Parquet files at the top or under data/
+    return (metadata_file(directory) is not None and not (directory / "data").is_dir()
+            and not any(directory.glob("*.parquet")))
 
 
 def read_metadata(directory: str | os.PathLike) -> list[dict[str, str]]:
@@ -89,7 +90,6 @@ def load_image_folder(directory: str | os.PathLike, training_classes: Sequence[s
 
     directory = Path(directory)
     rows = read_metadata(directory)
-    check_columns(rows, str(metadata_file(directory)))
     images = []
     for row in rows:
         path = directory / row["file_name"]
@@ -110,15 +110,8 @@ def labelled_split_dataset(split, training_classes: Sequence[str], seed: int = 0
     columns = [c for c in split.column_names if c not in ("image", "file_name")]
     rows = [{c: str(value) for c, value in zip(columns, values, strict=True)}
             for values in zip(*(split[c] for c in columns), strict=True)]
-    check_columns([{"file_name": "", **row} for row in rows[:1]], "the dataset")
     images = [np.asarray(image.convert("RGB")) for image in split["image"]]
     return labelled_images_dataset(images, rows, training_classes, [f"row {i}" for i in range(len(rows))], seed)
-
-
-def check_columns(rows: Sequence[dict[str, str]], where: str) -> None:
-    """At least one concept column beside ``file_name`` and the ``*_value`` columns."""
-    if not concept_columns(rows):
-        raise ValueError(f"{where}: no concept columns beside file_name")
 
 
 def labelled_images_dataset(images: Sequence[np.ndarray], rows: Sequence[dict[str, str]],
@@ -132,7 +125,9 @@ def labelled_images_dataset(images: Sequence[np.ndarray], rows: Sequence[dict[st
 
     from ..concepts import ConceptGraph, ConceptSpace, ConceptVariable
 
-    names = [c for c in rows[0] if c != "file_name" and not c.endswith(VALUE_SUFFIX)]
+    names = concept_columns(rows)
+    if not names:
+        raise ValueError(f"no concept columns beside file_name and the *{VALUE_SUFFIX} columns: {list(rows[0])}")
     variables = {name: _variable_values(name, [row[name] for row in rows]) for name in names}
     space = ConceptSpace(tuple(ConceptVariable(name, tuple(values)) for name, values in variables.items()))
     if not training_classes:
