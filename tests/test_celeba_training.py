@@ -113,6 +113,11 @@ def test_dataset_defaults_layer_over_the_preset_and_flags_win():
     assert quick.block_out_channels == presets["cpu-quick"]["block_out_channels"]  # the preset's width stays
     paper = parse_layered(["--preset", "paper", "--dataset=celeba"], presets)
     assert (paper.celeba_config, paper.conditioning) == ("default", "quantized")
+    # quantized because the data carry no continuous value (read from CelebA's features), not because of its name
+    from compgen.data.loading import carries_continuous_values
+
+    assert carries_continuous_values("celeba") is False and "conditioning" not in DATASET_DEFAULTS["celeba"]["*"]
+    assert carries_continuous_values("okawa-h32-train1") is None
     assert paper.block_out_channels == DATASET_DEFAULTS["celeba"]["paper"]["block_out_channels"]
     assert paper.train_batch_size == presets["paper"]["train_batch_size"]
     explicit = parse_layered(["--preset", "paper", "--dataset", "celeba", "--celeba_config", "cpu",

@@ -184,3 +184,23 @@ def test_a_damaged_cached_copy_neither_shadows_the_shipped_probes_nor_stops_a_ru
     again = default_shapes_probes(GRAPH.space, probe_type="linear", cache_dir=tmp_path)  # the new cached copy
     assert all(torch.equal(a, b) for a, b in zip(again.state_dict().values(), retrained.state_dict().values(),
                                                   strict=True))
+
+
+def test_the_default_probes_are_chosen_by_what_the_data_contain():
+    """Issue 74, item 2: the default shapes probes serve a space the renderer draws and data it rendered; images that
+    only share its variable names (noise here) and values it cannot draw are refused before training, naming why."""
+    from compgen.concepts import ConceptSpace, ConceptVariable, shapes_space
+    from compgen.data.loading import ConceptImageData
+    from compgen.launch.run_probes import load_probes
+    from compgen.shapes import render_classes
+
+    space = shapes_space()
+    batch = render_classes(space, [c for c in space.all_classes() for _ in range(8)], seed=0)
+    rendered = ConceptImageData(space, torch.from_numpy(batch.images), torch.from_numpy(batch.concepts), None)
+    assert load_probes(None, rendered, seed=0).space == space
+    noise = torch.from_numpy(np.random.default_rng(0).integers(0, 256, batch.images.shape, dtype=np.uint8))
+    with pytest.raises(ValueError, match="not the shapes renderer's images"):
+        load_probes(None, ConceptImageData(space, noise, rendered.concepts, None), seed=0)
+    hexagons = ConceptSpace((ConceptVariable("shape", ("circle", "hexagon")), *space.variables[1:]))
+    with pytest.raises(ValueError, match="no probes for concept variables"):
+        load_probes(None, ConceptImageData(hexagons, rendered.images, rendered.concepts, None), seed=0)

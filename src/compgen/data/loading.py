@@ -97,6 +97,23 @@ class ConceptImageData:
         return ConceptGraph(self.space, self.class_strings(), nodes=all_classes)
 
 
+def carries_continuous_values(source: str | None) -> bool | None:
+    """Whether a dataset source carries per-image continuous values ("full" conditioning), read from its declared
+    features or its metadata without loading an image: False for CelebA (binary labels) and for an image folder
+    without ``<variable>_value`` columns; None where only the loaded data tell (a config, a Hub id)."""
+    if source == CELEBA_SOURCE:
+        from .celeba.attributes import celeba_space
+        from .celeba.builder import celeba_features
+
+        return bool(continuous_columns(celeba_features(), celeba_space()))
+    if source and Path(source).is_dir():
+        from .image_folder import has_continuous_values, is_image_folder
+
+        if is_image_folder(source):
+            return has_continuous_values(source)
+    return None
+
+
 def concept_space_from_features(features) -> ConceptSpace:
     """The concept space a dataset describes: its ``ClassLabel`` columns, in column order."""
     from datasets import ClassLabel

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 
+import torch
 from torch import nn
 
 from ..data.loading import ConceptImageData
@@ -44,14 +45,37 @@ def load_probes(
                     len(probe_splits[0]), len(probe_splits[1]), read)
         check_probe_quality(quality, accept_weak)
         return probes
-    from ..concepts import shapes_space
+    from ..evaluation.scoring import is_shapes_space
 
-    shapes_names = set(shapes_space(background=True).names)
-    if not set(train_data.space.names) <= shapes_names:
+    if not is_shapes_space(train_data.space):
         raise ValueError(
-            f"no probes for concept variables {train_data.space.names}: linear probes are trained on rendered shapes "
-            f"({sorted(shapes_names)}) only; pass --probes_path or use a dataset with probe_train/probe_val splits"
+            f"no probes for concept variables {train_data.space.names}: the default probes are trained on what the "
+            "shapes renderer draws (shape, color, size[, background] of its values); pass --probes_path or use a "
+            "dataset with probe_train/probe_val splits"
         )
     # One instrument for every run: the default probes do not depend on the run's seed, so seeds compare fairly.
-    return default_shapes_probes(train_data.space, image_size=train_data.image_size,
-                                 object_scale=train_data.object_scale)
+    probes = default_shapes_probes(train_data.space, image_size=train_data.image_size,
+                                   object_scale=train_data.object_scale)
+    check_renderer_data(probes, train_data)
+    return probes
+
+
+RENDERED_DATA_ACCURACY = 0.9
+"""Per concept, how well the default probes must read the training images for the data to be taken as the shapes
+renderer's (on its own renders they read 0.99 or more): images that only share its variable names read near chance."""
+
+
+def check_renderer_data(probes: nn.Module, train_data: ConceptImageData, images: int = 256) -> None:
+    """Refuse the default shapes probes for data that are not the renderer's: the probes judge by what the renderer
+    draws, so they must read the run's own training images (``images`` of them, spread over the split) first."""
+    rows = torch.linspace(0, len(train_data) - 1, min(images, len(train_data))).long()
+    predicted = probes.predict(train_data.images[rows].cpu().numpy())
+    accuracy = (predicted == train_data.concepts[rows].cpu()).float().mean(dim=0)
+    weak = {name: round(float(a), 3) for name, a in zip(train_data.space.names, accuracy, strict=True)
+            if a < RENDERED_DATA_ACCURACY}
+    if weak:
+        raise ValueError(
+            f"the default shapes probes read these training images at {weak} (below {RENDERED_DATA_ACCURACY} per "
+            "concept): they are not the shapes renderer's images; pass --probes_path or give the data "
+            "probe_train/probe_val splits to train probes on"
+        )

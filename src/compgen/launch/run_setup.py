@@ -42,10 +42,11 @@ from ..cli import (
     set_known_defaults,
 )
 from ..concepts import ConceptGraph
-from ..data.image_folder import has_continuous_values, is_image_folder
+from ..data.image_folder import is_image_folder
 from ..data.loading import (
     CELEBA_SOURCE,
     ConceptImageData,
+    carries_continuous_values,
     load_concept_dataset,
     split_tensors,
     training_data_from,
@@ -73,9 +74,8 @@ logger = logging.getLogger(__name__)
 
 DATASET_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     CELEBA_SOURCE: {
-        # Faces carry binary labels only, so "full" conditioning has no continuous values to use; CelebA has no
-        # tokenizer split, so its token models' tokenizers train on the training classes.
-        "*": {"celeba_config": "default", "conditioning": "quantized", "tokenizer_data": "training-classes"},
+        # CelebA has no tokenizer split, so its token models' tokenizers train on the training classes.
+        "*": {"celeba_config": "default", "tokenizer_data": "training-classes"},
         # 64 px with three U-Net stages keeps Paper A's bottleneck at 8x8 (28 px -> 7x7 with two stages).
         "paper": {"block_out_channels": "256,512,512"},
         "cpu-quick": {"celeba_config": "cpu"},
@@ -164,11 +164,12 @@ def apply_dataset_defaults(parser: argparse.ArgumentParser, preset: str, argv: l
     """Make :data:`DATASET_DEFAULTS` of ``--dataset`` (``"*"``, then ``preset``) the defaults; returns them."""
     dataset = peek_option(parser, "dataset", argv)
     table = DATASET_DEFAULTS.get(dataset, {})
-    if dataset and Path(dataset).is_dir() and is_image_folder(dataset):  # defaults read from the data themselves
-        table = {"*": {"tokenizer_data": "training-classes"}
-                 | ({} if has_continuous_values(dataset) else {"conditioning": "quantized"})}
+    if dataset and Path(dataset).is_dir() and is_image_folder(dataset):
+        table = {"*": {"tokenizer_data": "training-classes"}}
+    # Read from the data: without a per-image continuous value "full" conditioning has nothing to feed in.
+    from_data = {"conditioning": "quantized"} if carries_continuous_values(dataset) is False else {}
     defined = {a.dest for a in parser._actions}
-    values = {k: v for k, v in {**table.get("*", {}), **table.get(preset, {})}.items() if k in defined}
+    values = {k: v for k, v in {**from_data, **table.get("*", {}), **table.get(preset, {})}.items() if k in defined}
     parser.set_defaults(**values)
     if values:
         logger.info("defaults for dataset %s with preset %s: %s", dataset, preset, values)

@@ -17,6 +17,19 @@ from .sources import ImageSource, open_celeba_source
 CELEBA_DESCRIPTION = ("CelebA as a concept graph over (gender, smile, hair) (Okawa et al. 2023, section 4.2; Farid et "
                       "al. 2025): train / test / probe_train / probe_val splits of face images.")
 
+def celeba_features() -> datasets.Features:
+    """The columns of every CelebA concept split: the image, its id, its class and level, one ``ClassLabel`` per
+    attribute, and no continuous value (faces carry binary labels only)."""
+    features = {
+        "image": datasets.Image(),
+        "image_id": datasets.Value("string"),
+        "concepts": datasets.Value("string"),
+        "level": datasets.Value("int32"),
+    }
+    features.update({v.name: datasets.ClassLabel(names=list(v.values)) for v in celeba_space().variables})
+    return datasets.Features(features)
+
+
 class CelebAConcepts(datasets.GeneratorBasedBuilder):
     """CelebA as a concept graph: ``train`` / ``test`` / ``probe_train`` / ``probe_val`` splits of face images.
 
@@ -53,17 +66,9 @@ class CelebAConcepts(datasets.GeneratorBasedBuilder):
         self.report: dict[str, int] = {}
 
     def _info(self) -> datasets.DatasetInfo:
-        space = celeba_space()
-        features = {
-            "image": datasets.Image(),
-            "image_id": datasets.Value("string"),
-            "concepts": datasets.Value("string"),
-            "level": datasets.Value("int32"),
-        }
-        features.update({v.name: datasets.ClassLabel(names=list(v.values)) for v in space.variables})
         return datasets.DatasetInfo(
             description=CELEBA_DESCRIPTION,
-            features=datasets.Features(features),
+            features=celeba_features(),
             homepage="https://mmlab.ie.cuhk.edu.hk/projects/CelebA.html",
             license="CelebA: non-commercial research purposes only (see the CelebA release agreement)",
         )
