@@ -231,3 +231,88 @@ def test_a_count_with_the_before_its_total_is_read_and_held(tmp_path):
     assert claim_problems(readme, claims, tmp_path, tmp_path) == []
     assert any("'10 of the 27' has no claim" in problem
                for problem in claim_problems(readme.replace("9 of", "10 of"), claims, tmp_path, tmp_path))
+
+
+def _folder_data(folder: Path) -> dict:
+    return {str(path.relative_to(folder)): json.loads(path.read_text()) for path in sorted(folder.rglob("*.json"))}
+
+
+def guard_problems(repo: Path) -> list[str]:
+    """Every check of what the documents under ``repo`` state: each results README's numbers (present, and the
+    run's or arm's its row names), counts ("k of n" and counts in words), Status verdict and summary freshness;
+    README.md, results/INDEX.md and docs/ against the folders they cite."""
+    from compgen.analysis.attribution import misattributed_numbers
+    from compgen.analysis.citations import document_problems, documents, status_problems
+    from compgen.analysis.claims import CLAIMS_FILE, claim_problems, load_claims, word_count_problems
+    from compgen.analysis.results_folder import stale_runs
+
+    problems = []
+    for folder in sorted(path.parent for path in (repo / "results").rglob("README.md")):
+        readme, data = (folder / "README.md").read_text(), _folder_data(folder)
+        claims = load_claims(folder / CLAIMS_FILE)
+        problems += unbacked_numbers(readme, data) if folder.parent.name == "results" else []
+        problems += misattributed_numbers(readme, data, folder) + claim_problems(readme, claims, folder, repo)
+        problems += word_count_problems(readme, claims, folder, repo) + stale_runs(folder)
+        problems += status_problems(folder) if folder.parent.name == "results" else []
+    for document in documents(repo):
+        problems += document_problems(document, repo)
+    return problems
+
+
+def test_every_number_count_verdict_and_machine_the_documents_state_is_what_their_data_give():
+    assert guard_problems(REPO) == []
+
+
+def _copy_for(tmp_path: Path, mutated: str, old: str, new: str, folders: tuple[str, ...]) -> Path:
+    """A repository of ``folders`` (links to the real ones, the mutated file's folder copied) with ``old`` changed
+    to ``new`` in ``mutated``."""
+    import shutil
+
+    (tmp_path / "results").mkdir(parents=True)
+    (tmp_path / "docs").mkdir()
+    target = tmp_path / mutated
+    for name in folders:
+        source = REPO / "results" / name
+        if mutated.startswith(f"results/{name}/"):
+            shutil.copytree(source, tmp_path / "results" / name, ignore=shutil.ignore_patterns("*.png", "*.gif"))
+        else:
+            (tmp_path / "results" / name).symlink_to(source)
+    if not target.exists():
+        shutil.copyfile(REPO / mutated, target)
+    text = target.read_text()
+    assert old in text, f"{old!r} is no longer in {mutated}: choose another mutation"
+    target.write_text(text.replace(old, new, 1))
+    return tmp_path
+
+
+MUTATIONS = {
+    # an arm's (here a seed's) numbers swapped for another's of the same JSON
+    "swapped row": ("results/paper-b-maskgit-baseline-carried/README.md", "| 0 | 0.58 / 0.54 / 0.8096",
+                    "| 0 | 0.26 / 0.24 / 0.8096", ("paper-b-maskgit-baseline-carried",)),
+    "p-value": ("results/paper-a-seeds/README.md", "Fisher p 0.6499", "Fisher p 0.0649", ("paper-a-seeds",)),
+    "interval in README.md": ("README.md", "a share of 0.31-0.83 at 95%", "a share of 0.41-0.83 at 95%",
+                              ("paper-a-sizes",)),
+    "verdict word": ("README.md", "misgeneralization not reproduced", "misgeneralization reproduced",
+                     ("paper-a-adversarial",)),
+    "verdict in a folder": ("results/paper-b-video/README.md", "bf16: not answered", "bf16: answered",
+                            ("paper-b-video",)),
+    "count in words": ("results/paper-a-h42/README.md", "**Status, three seeds,", "**Status, five seeds,",
+                       ("paper-a-h42",)),
+    "machine column": ("README.md", "not reproduced: level 2 gradual, the runs jump | EPYC, bf16",
+                       "not reproduced: level 2 gradual, the runs jump | Xeon, bf16", ("paper-a-toy-model",)),
+    "machine without precision": ("README.md", "the runs jump | EPYC, bf16", "the runs jump | EPYC",
+                                  ("paper-a-toy-model",)),
+    "docs decimal": ("docs/performance.md", "148.8 s of sampling", "158.8 s of sampling",
+                     ("paper-a-quick", "paper-a-cpu-flat-rotated-superseded", "paper-b-h32")),
+    "stale summary": ("results/paper-b-maskgit-baseline-carried/summary.json", '"last_step": 20000',
+                      '"last_step": 19000', ("paper-b-maskgit-baseline-carried",)),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MUTATIONS))
+def test_each_kind_of_misstatement_made_in_a_copy_fails_the_guard(tmp_path, kind):
+    """Issue 77's mutations: each made in a copy of the documents and the data they cite is caught; the same copy
+    unchanged passes."""
+    mutated, old, new, folders = MUTATIONS[kind]
+    assert guard_problems(_copy_for(tmp_path / "unchanged", mutated, old, old, folders)) == []
+    assert guard_problems(_copy_for(tmp_path / "mutated", mutated, old, new, folders)) != []

@@ -17,6 +17,11 @@ data (Paper B's "{7, 9, 11} of 12", a date) is a claim with ``"not_data"`` sayin
 :func:`claim_problems` reports every "k of n" in the README that no claim's context covers, every context the
 README no longer contains, and every count whose data say otherwise: so a count changed in a README (3 of 10 -> 4 of
 10) fails the check until the data change with it.
+
+A count of things without its total ("three seeds", "21 cells") is held by :func:`word_count_problems`: a claim may
+list it with a ``count`` pointer alone (``{"text": "21 cells", "count": [...]}``); otherwise it must be a count the
+folder's data give (:func:`data_counts`: the size of a collection of runs or arms, of a group of one run's seeds, of
+a seed list, or of the logs), or sit in a ``not_data`` claim (a plan, a count of Paper B's).
 """
 
 from __future__ import annotations
@@ -30,6 +35,14 @@ COUNT_PATTERN = re.compile(r"(?<![\d.])\b(\d+) (?:seeds? |runs? |arms? )?of (?:t
 """A stated count: "7 of 10", "13 seeds of 20", "2 runs of 3", "9 of the 27" (not a decimal's digits: "0.06 of
 50")."""
 CLAIMS_FILE = "claims.json"
+NUMBER_WORDS = {word: value for value, word in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen "
+    "eighteen nineteen twenty".split())}
+WORD_COUNT = re.compile(r"(?i)(?<!= )(?<![\w.-])(" + "|".join(list(NUMBER_WORDS)[2:]) + r"|\d+) "
+                        r"(?:more |other |unseen |held-out |new )?(seeds|runs|arms|cells)\b(?! at (?:once|a time))")
+"""A count of things stated without its total: "three seeds", "21 cells", "ten more seeds" (not "two runs at once",
+the machine's parallelism, nor "N = 300 seeds 1 and 2")."""
+COLLECTIONS = ("runs", "arms", "cells", "variants")
 
 
 def normalized(text: str) -> str:
@@ -101,6 +114,87 @@ def claim_problems(readme: str, claims: list[dict[str, Any]], folder: Path, repo
         if not any(start <= match.start() and match.end() <= end for start, end in covered):
             around = text[max(0, match.start() - 60) : match.end() + 20]
             problems.append(f"{match.group(0)!r} has no claim: ...{around}...")
+    return problems
+
+
+def count_value(text: str) -> int:
+    """The number a stated count names: its digits or its word."""
+    return int(text) if text.isdigit() else NUMBER_WORDS[text.lower()]
+
+
+def data_counts(folder: Path) -> set[int]:
+    """Every count a results folder's data give: the size of each collection of runs, arms or cells, of each group of
+    one run's seeds within it, of each seed list, of each per-seed list of an arm, of its logs and their groups."""
+    counts: set[int] = set()
+
+    def groups(names: list[str]) -> None:
+        counts.add(len(names))
+        grouped: dict[str, int] = {}
+        for name in names:
+            key = re.sub(r"_*seed\d+", "", name)
+            grouped[key] = grouped.get(key, 0) + 1
+        counts.update(grouped.values())
+        counts.add(len({seed for name in names for seed in re.findall(r"seed(\d+)", name)}))
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if key in COLLECTIONS and isinstance(item, dict | list):
+                    groups([str(name) for name in item] if isinstance(item, dict) else [
+                        str(cell.get("name", cell.get("output_dir", ""))) if isinstance(cell, dict) else str(cell)
+                        for cell in item])
+                if "seed" in str(key).lower() or key in ("final", "best"):
+                    if isinstance(item, list):
+                        counts.add(len(item))
+                    elif isinstance(item, int) and not isinstance(item, bool) and "seed" in str(key).lower():
+                        counts.add(item)
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    for path in sorted(folder.rglob("*.json")):
+        walk(json.loads(path.read_text()))
+    groups([path.stem for path in sorted(folder.rglob("logs/*.jsonl"))])
+    return counts
+
+
+def word_count_problems(readme: str, claims: list[dict[str, Any]], folder: Path, repo: Path,
+                        counts: set[int] | None = None) -> list[str]:
+    """Every count without a total in ``readme`` ("three seeds") that neither a claim's pointer nor the folder's
+    data give (``counts``: the data's counts, :func:`data_counts` of ``folder`` by default)."""
+    text = normalized(readme)
+    counts = data_counts(folder) if counts is None else counts
+    exempt, pointed = [], {}
+    for claim in claims:
+        context = normalized(claim.get("context", ""))
+        for match in re.finditer(re.escape(context), text) if context else ():
+            span = (match.start(), match.end())
+            if "not_data" in claim:
+                exempt.append(span)
+            for count in claim.get("counts", []):
+                if "of" not in count:
+                    pointed.setdefault(span, []).append(count)
+    exempt += [m.span() for m in COUNT_PATTERN.finditer(text)]  # "37 of 100 runs" is a claim's, checked above
+    problems = []
+    for match in WORD_COUNT.finditer(text):
+        if any(start <= match.start() < end for start, end in exempt):
+            continue
+        stated = count_value(match.group(1))
+        listed = [count for (start, end), found in pointed.items() if start <= match.start() and match.end() <= end
+                  for count in found if normalized(count["text"]).lower() == match.group(0).lower()]
+        if listed:
+            try:
+                given = count_of(resolve(listed[0]["count"], folder, repo))
+            except (KeyError, TypeError) as error:
+                problems.append(f"{match.group(0)!r}: {error}")
+                continue
+        else:
+            given = stated if stated in counts else None
+        if given != stated:
+            around = text[max(0, match.start() - 60) : match.end() + 20]
+            problems.append(f"{match.group(0)!r} is not a count the data give ({given if listed else sorted(counts)}): "
+                            f"...{around}...")
     return problems
 
 

@@ -301,3 +301,21 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 if __name__ == "__main__":
     main()
+
+
+def stale_runs(folder: Path) -> list[str]:
+    """Runs of ``folder``'s summary.json whose levels or last step are not what their logs give now: a summary written
+    before its log changed (a run resumed, a log re-scored) would otherwise back a README it no longer matches."""
+    summary_path = folder / "summary.json"
+    if not summary_path.is_file():
+        return []
+    problems = []
+    for name, run in json.loads(summary_path.read_text()).get("runs", {}).items():
+        log = folder / run["log"] if isinstance(run, dict) and isinstance(run.get("log"), str) else None
+        if log is None or not log.is_file() or "levels" not in run:
+            continue
+        fresh = run_summary(own_records(read_log(log)))
+        for key in ("last_step", "levels"):
+            if run.get(key) != fresh.get(key):
+                problems.append(f"{folder.name}/summary.json: {name}'s {key!r} is not what {run['log']} gives")
+    return problems
